@@ -1,3 +1,4 @@
 """Optimizers: optax transforms (MoMo, MoMo-Adam) and a name registry for configs."""
 
 from jaxlab.optim.registry import OPTIMIZERS, make_optimizer
+from jaxlab.optim.schedules import SCHEDULES, optimizer_from_config

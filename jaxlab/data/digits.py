@@ -1,0 +1,29 @@
+"""scikit-learn's 8x8 handwritten digits (1797 images, shipped inside the package; no download)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def load_digits_split(test_fraction: float = 0.2, seed: int = 0, images: bool = False
+                      ) -> dict[str, np.ndarray]:
+  """Train/test split of the digits, pixels scaled to [0, 1].
+
+  Returns ``x_train, y_train, x_test, y_test``; ``x`` is ``[N, 64]`` float32, or
+  ``[N, 8, 8, 1]`` with ``images=True``; ``y`` is int32 in ``0..9``.
+  """
+  try:
+    from sklearn.datasets import load_digits
+  except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("the digits data need scikit-learn: pip install 'jaxlab[data]'") from e
+  if not 0.0 < test_fraction < 1.0:
+    raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+  data = load_digits()
+  x = (data.data / 16.0).astype(np.float32)
+  y = data.target.astype(np.int32)
+  perm = np.random.default_rng(seed).permutation(len(x))
+  n_test = int(round(test_fraction * len(x)))
+  test, train = perm[:n_test], perm[n_test:]
+  if images:
+    x = x.reshape(-1, 8, 8, 1)
+  return {"x_train": x[train], "y_train": y[train], "x_test": x[test], "y_test": y[test]}

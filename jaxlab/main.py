@@ -1,0 +1,99 @@
+r"""Command line: ``python -m jaxlab.main --config=configs/X.py[:arg] --workdir=DIR [--config.key=value ...]``.
+
+Re-running the same command resumes from the latest checkpoint in ``DIR``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file (configs/*.py[:arg]).",
+                                         lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics.")
+_STOP_AFTER = flags.DEFINE_integer("stop_after", None,
+                                   "Stop after this global step (no final checkpoint), e.g. for time-sliced jobs.")
+_DISTRIBUTED = flags.DEFINE_bool("distributed", False,
+                                 "Call jax.distributed.initialize() first (multi-host; cluster auto-detected).")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def config_keys(config, prefix: str = "") -> list[str]:
+  """All dotted keys of a ConfigDict, for error messages."""
+  keys = []
+  for k, v in config.items():
+    if hasattr(v, "items"):
+      keys.extend(config_keys(v, f"{prefix}{k}."))
+    else:
+      keys.append(f"{prefix}{k}")
+  return keys
+
+
+def _has_key(config, dotted: str) -> bool:
+  node = config
+  for part in dotted.split("."):
+    if not hasattr(node, "items") or part not in node:
+      return False
+    node = node[part]
+  return True
+
+
+def _load_config_from_argv(argv: Sequence[str]):
+  """The config named by ``--config=path[:arg]``, loaded without its overrides."""
+  import importlib.util
+  spec = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+  if spec is None:
+    return None
+  path, _, arg = spec.partition(":")
+  module_spec = importlib.util.spec_from_file_location("_jaxlab_config", path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  return module.get_config(arg or None)
+
+
+def parse_flags(argv: Sequence[str]) -> list[str]:
+  """absl flag parsing, but an unknown ``--config.key`` gets an error listing the valid keys."""
+  try:
+    return flags.FLAGS(argv)
+  except (AttributeError, KeyError):
+    config = _load_config_from_argv(argv)
+    overrides = [a[len("--config."):].split("=")[0] for a in argv[1:] if a.startswith("--config.")]
+    unknown = [k for k in overrides if config is None or not _has_key(config, k)]
+    if not unknown:
+      raise
+    valid = ", ".join(config_keys(config)) if config is not None else "(config did not load)"
+    sys.stderr.write(f"jaxlab: unknown config key(s) {unknown}.\nValid keys: {valid}\n")
+    sys.exit(2)
+
+
+def summary_table(summary: dict) -> str:
+  width = max(len(k) for k in summary)
+  lines = [f"{'metric'.ljust(width)}  value", f"{'-' * width}  {'-' * 24}"]
+  for k, v in summary.items():
+    text = f"{v:.4g}" if isinstance(v, float) else str(v)
+    lines.append(f"{k.ljust(width)}  {text}")
+  return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> None:
+  del argv
+  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  import jax
+  if _DISTRIBUTED.value:
+    jax.distributed.initialize()
+  from jaxlab.train.trainer import ensure_writable, train
+  try:  # bad input: one clear line, before any compute where possible
+    ensure_writable(_WORKDIR.value)
+    result = train(_CONFIG.value, _WORKDIR.value, stop_after=_STOP_AFTER.value)
+  except (ValueError, KeyError, PermissionError) as e:
+    sys.stderr.write(f"jaxlab: error: {e.args[0] if e.args else e}\n")
+    sys.exit(2)
+  if jax.process_index() == 0:
+    print(f"\n{summary_table(result.summary)}\n\nmetrics: {_WORKDIR.value}/metrics.jsonl")
+
+
+if __name__ == "__main__":
+  app.run(main, flags_parser=parse_flags)

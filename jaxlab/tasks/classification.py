@@ -1,0 +1,46 @@
+"""Supervised classification on scikit-learn's digits through the shared train step."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from jaxlab.data.batching import batch_indices
+from jaxlab.data.digits import load_digits_split
+from jaxlab.losses import LOSSES
+from jaxlab.models import make_model
+from jaxlab.tasks.base import TASKS, Task
+
+
+@TASKS.register("digits_classification")
+def digits_classification(config: ml_collections.ConfigDict) -> Task:
+  model_kwargs = dict(config.model)
+  model = make_model(model_kwargs.pop("name"), **model_kwargs)
+  images = config.model.name != "mlp"
+  data = load_digits_split(test_fraction=config.data.test_fraction, seed=config.data.split_seed, images=images)
+  loss_kwargs = dict(config.get("loss", {}))
+  loss = LOSSES.get(loss_kwargs.pop("name", "softmax_cross_entropy"))
+
+  def loss_fn(params, batch, rng, extra):
+    del rng, extra
+    return loss(model.apply({"params": params}, batch["x"]), batch["y"], **loss_kwargs)
+
+  def init_params(rng):
+    return model.init(rng, jnp.zeros((1,) + data["x_train"].shape[1:], jnp.float32))["params"]
+
+  def host_batch(step):
+    idx = batch_indices(len(data["x_train"]), config.batch_size, step, config.seed)
+    return {"x": data["x_train"][idx], "y": data["y_train"][idx]}
+
+  @jax.jit
+  def _eval(params):
+    return loss(model.apply({"params": params}, data["x_test"]), data["y_test"])
+
+  def evaluate(params):
+    test_loss, metrics = _eval(params)
+    return {"test_loss": float(test_loss), "test_accuracy": float(metrics["accuracy"])}
+
+  return Task(init_params=init_params, loss_fn=loss_fn, global_batch_size=config.batch_size,
+              host_batch=host_batch, evaluate=evaluate,
+              description=f"digits classification, {config.model.name}")

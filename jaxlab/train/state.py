@@ -1,0 +1,47 @@
+"""The train state: one pytree holding everything a step reads and writes."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+
+class TrainState(flax.struct.PyTreeNode):
+  """Params, optimizer state, step, rng and method-specific ``extra`` (e.g. DQN target params).
+
+  ``rng`` is raw ``uint32[2]`` key data rather than a typed key so that checkpoints need no
+  special handling; ``step_rng`` turns it into this step's key.
+  """
+  step: jax.Array            # int32 []
+  params: Any
+  opt_state: optax.OptState
+  rng: jax.Array             # uint32 [2]
+  extra: Any = ()
+  nonfinite_skipped: jax.Array = flax.struct.field(default_factory=lambda: jnp.zeros((), jnp.int32))
+
+  @classmethod
+  def create(cls, params: Any, optimizer: optax.GradientTransformation, rng: jax.Array,
+             extra: Any = ()) -> "TrainState":
+    if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key):
+      rng = jax.random.key_data(rng)
+    return cls(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params),
+               rng=rng, extra=extra, nonfinite_skipped=jnp.zeros((), jnp.int32))
+
+  def step_rng(self) -> jax.Array:
+    """A fresh key per step, derived from (seed, step) so a resumed run draws the same numbers."""
+    return jax.random.fold_in(jax.random.wrap_key_data(self.rng), self.step)
+
+
+def make_init_fn(init_params: Callable[[jax.Array], Any], optimizer: optax.GradientTransformation,
+                 init_extra: Callable[[Any], Any] | None = None) -> Callable[[jax.Array], TrainState]:
+  """``rng -> TrainState``; jit it with ``out_shardings`` to create the state already sharded."""
+  def init(rng: jax.Array) -> TrainState:
+    params_rng, state_rng = jax.random.split(rng)
+    params = init_params(params_rng)
+    extra = init_extra(params) if init_extra is not None else ()
+    return TrainState.create(params, optimizer, state_rng, extra)
+  return init
