@@ -104,7 +104,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
   evals: dict[str, float] = {}
   metrics: dict[str, Any] = {}
   steps_per_sec = float("nan")
-  with mesh:
+  with jax.set_mesh(mesh):
     for step in range(start, end):
       batch = sharding_lib.host_to_global(task.host_batch(step), batch_sharding)
       state, metrics = train_step(state, batch)
