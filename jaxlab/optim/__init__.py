@@ -2,3 +2,4 @@
 
 from jaxlab.optim.registry import OPTIMIZERS, make_optimizer
 from jaxlab.optim.schedules import SCHEDULES, optimizer_from_config
+from jaxlab.optim.momo import MomoAdamState, MomoState, momo, momo_adam

@@ -10,6 +10,7 @@ from typing import Any
 
 import optax
 
+from jaxlab.optim.momo import momo, momo_adam
 from jaxlab.registry import Registry
 
 OPTIMIZERS: Registry = Registry("optimizer")
@@ -22,6 +23,8 @@ OPTIMIZERS.register("optax_momo")(optax.contrib.momo)
 OPTIMIZERS.register("optax_momo_adam")(optax.contrib.momo_adam)
 OPTIMIZERS.register("prodigy")(optax.contrib.prodigy)
 OPTIMIZERS.register("dadapt_adamw")(optax.contrib.dadapt_adamw)
+OPTIMIZERS.register("momo")(momo)
+OPTIMIZERS.register("momo_adam")(momo_adam)
 
 
 @OPTIMIZERS.register("sgdm")
