@@ -69,12 +69,23 @@ def parse_flags(argv: Sequence[str]) -> list[str]:
     sys.exit(2)
 
 
-def summary_table(summary: dict) -> str:
-  width = max(len(k) for k in summary)
-  lines = [f"{'metric'.ljust(width)}  value", f"{'-' * width}  {'-' * 24}"]
-  for k, v in summary.items():
-    text = f"{v:.4g}" if isinstance(v, float) else str(v)
-    lines.append(f"{k.ljust(width)}  {text}")
+def _fmt(v) -> str:
+  if v is None:
+    return "-"
+  return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def summary_table(summaries: dict[str, dict]) -> str:
+  """One column per experiment, one row per metric (union over experiments)."""
+  keys = list(dict.fromkeys(k for s in summaries.values() for k in s))
+  names = list(summaries)
+  cols = [[_fmt(summaries[n].get(k)) for k in keys] for n in names]
+  kw = max(len(k) for k in keys + ["metric"])
+  widths = [max(len(n), *(len(c) for c in col)) for n, col in zip(names, cols)]
+  lines = ["  ".join(["metric".ljust(kw)] + [n.ljust(w) for n, w in zip(names, widths)]),
+           "  ".join(["-" * kw] + ["-" * w for w in widths])]
+  for i, k in enumerate(keys):
+    lines.append("  ".join([k.ljust(kw)] + [col[i].ljust(w) for col, w in zip(cols, widths)]))
   return "\n".join(lines)
 
 
@@ -84,15 +95,15 @@ def main(argv: Sequence[str]) -> None:
   import jax
   if _DISTRIBUTED.value:
     jax.distributed.initialize()
-  from jaxlab.train.trainer import ensure_writable, train
+  from jaxlab.train.trainer import ensure_writable, run_experiments
   try:  # bad input: one clear line, before any compute where possible
     ensure_writable(_WORKDIR.value)
-    result = train(_CONFIG.value, _WORKDIR.value, stop_after=_STOP_AFTER.value)
+    summaries = run_experiments(_CONFIG.value, _WORKDIR.value, stop_after=_STOP_AFTER.value)
   except (ValueError, KeyError, PermissionError) as e:
     sys.stderr.write(f"jaxlab: error: {e.args[0] if e.args else e}\n")
     sys.exit(2)
   if jax.process_index() == 0:
-    print(f"\n{summary_table(result.summary)}\n\nmetrics: {_WORKDIR.value}/metrics.jsonl")
+    print(f"\n{summary_table(summaries)}\n\nmetrics.jsonl, TensorBoard files and checkpoints are under {_WORKDIR.value}")
 
 
 if __name__ == "__main__":

@@ -51,20 +51,28 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
   """The un-jitted step; ``make_train_step`` adds shardings, donation and input checks."""
   takes_value = isinstance(optimizer, optax.GradientTransformationExtraArgs)
 
+  def apply_update(operands):
+    params, opt_state, grads, loss = operands
+    if takes_value:  # MoMo, polyak_sgd, ... need f(x_k); plain transforms ignore it
+      updates, opt_state = optimizer.update(grads, opt_state, params, value=loss)
+    else:
+      updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
   def step(state: TrainState, batch: Any) -> tuple[TrainState, dict[str, jax.Array]]:
     (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
         state.params, batch, state.step_rng(), state.extra)
-    if takes_value:  # MoMo, polyak_sgd, ... need f(x_k); plain transforms ignore it
-      updates, opt_state = optimizer.update(grads, state.opt_state, state.params, value=loss)
-    else:
-      updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
+    operands = (state.params, state.opt_state, grads, loss)
     skipped = state.nonfinite_skipped
     if skip_nonfinite:
+      # cond, not a select over every leaf: with donation the skipped branch is free.
       ok = jnp.isfinite(loss) & _all_finite(grads)
-      keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
-      params, opt_state = keep(params, state.params), keep(opt_state, state.opt_state)
+      out_types = jax.eval_shape(apply_update, operands)
+      keep = lambda ops: jax.tree.map(lambda x, t: x.astype(t.dtype), (ops[0], ops[1]), out_types)
+      params, opt_state = jax.lax.cond(ok, apply_update, keep, operands)
       skipped = skipped + (~ok).astype(jnp.int32)
+    else:
+      params, opt_state = apply_update(operands)
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
                               nonfinite_skipped=skipped)
     if update_extra is not None:

@@ -141,3 +141,15 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
       **evals,
   }
   return TrainResult(state=state, summary=summary)
+
+
+def run_experiments(config: ml_collections.ConfigDict, workdir: str, **kwargs: Any) -> dict[str, dict]:
+  """Runs ``config``, or each of ``config.experiments`` (in order) in ``workdir/<name>``.
+
+  A config with an ``experiments`` block is a suite (the quickstart exercises every method this
+  way); each entry is a complete experiment config. Returns ``{name: summary}``.
+  """
+  if "experiments" not in config:
+    return {config.get("name", config.task): train(config, workdir, **kwargs).summary}
+  return {name: train(sub, os.path.join(workdir, name), **kwargs).summary
+          for name, sub in config.experiments.items()}
