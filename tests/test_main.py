@@ -22,19 +22,20 @@ def test_quickstart_tiny_trains_resumes_and_prints_summary(tmp_path):
   p = _run("--config=configs/quickstart.py:tiny", f"--workdir={workdir}")
   assert p.returncode == 0, p.stderr
   assert "test_accuracy" in p.stdout and "steps_per_sec" in p.stdout
-  rows = [json.loads(l) for l in open(os.path.join(workdir, "metrics.jsonl"))]
+  rows = [json.loads(l) for l in open(os.path.join(workdir, "digits_mlp", "metrics.jsonl"))]
   assert [r["step"] for r in rows] == [5, 10, 15, 20]
+  assert "opt/step_size" in rows[-1]  # MoMo's adaptive step reaches the metrics
 
 
 def test_unknown_config_key_lists_valid_keys(tmp_path):
-  p = _run("--config=configs/quickstart.py:tiny", f"--workdir={tmp_path}", "--config.optimizer.lr=3")
+  p = _run("--config=configs/quickstart.py:tiny", f"--workdir={tmp_path}", "--config.experiments.digits_mlp.optimizer.lr=3")
   assert p.returncode != 0
-  assert "unknown config key(s) ['optimizer.lr']" in p.stderr
-  assert "optimizer.learning_rate" in p.stderr
+  assert "unknown config key(s) ['experiments.digits_mlp.optimizer.lr']" in p.stderr
+  assert "experiments.digits_mlp.optimizer.learning_rate" in p.stderr
 
 
 def test_bad_mesh_is_one_clear_line(tmp_path):
   p = _run("--config=configs/quickstart.py:tiny", f"--workdir={tmp_path}",
-           "--config.mesh=((\"data\", 3), (\"model\", 1))")
+           "--config.experiments.digits_mlp.mesh=((\"data\", 3), (\"model\", 1))")
   assert p.returncode == 2
   assert "needs a multiple of 3 devices" in p.stderr and "Traceback" not in p.stderr

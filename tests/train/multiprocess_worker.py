@@ -15,10 +15,10 @@ jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processe
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from configs import quickstart  # noqa: E402
+from configs import digits_mlp  # noqa: E402
 from jaxlab.train.trainer import train  # noqa: E402
 
-config = quickstart.get_config("tiny")
+config = digits_mlp.get_config("tiny")
 config.batch_size = 64
 config.mesh = (("data", 4), ("model", 2))
 result = train(config, workdir, progress=False)

@@ -8,7 +8,7 @@ import sys
 import jax
 import numpy as np
 
-from configs import quickstart
+from configs import digits_mlp
 from jaxlab.train.trainer import train
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multiprocess_worker.py")
@@ -28,7 +28,7 @@ def test_two_processes_match_one_process(tmp_path):
   logs = [p.communicate(timeout=300)[0] for p in procs]
   assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-4000:]
 
-  config = quickstart.get_config("tiny")
+  config = digits_mlp.get_config("tiny")
   config.batch_size = 64
   single = train(config, str(tmp_path / "single"), devices=jax.devices()[:1], progress=False)
   got = np.load(out)

@@ -7,12 +7,12 @@ import jax
 import numpy as np
 import pytest
 
-from configs import quickstart
+from configs import digits_mlp
 from jaxlab.train.trainer import train
 
 
 def _config(**overrides):
-  c = quickstart.get_config("tiny")
+  c = digits_mlp.get_config("tiny")
   c.batch_size = 64
   c.optimizer.name = "adam"
   c.optimizer.learning_rate = 1e-2
