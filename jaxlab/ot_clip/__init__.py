@@ -1,0 +1,19 @@
+"""OT-CLIP (Shi, Fan & Yan, ICML 2024): CLIP's loss as inverse optimal transport, generalised.
+
+Losses (pure functions of embeddings): ``clip_loss``, ``siglip_loss``, ``one_sided_ot_loss``
+(= InfoNCE), ``entropic_ot_loss``, ``unbalanced_ot_loss``, ``dbot_loss``, ``fgw_loss``,
+``ufgw_loss``; by name through ``LOSSES`` / ``get_loss``. Inference: ``zero_shot_predict``,
+``ot_zero_shot`` (uniform or known class prior), ``fgw_zero_shot``; selective classification in
+``selective``. ``TwoTower`` + ``make_two_tower_loss`` plug into ``jaxlab.train.make_train_step``.
+"""
+
+from jaxlab.ot_clip.contrastive import clip_loss, siglip_loss
+from jaxlab.ot_clip.inference import (check_class_prior, fgw_zero_shot, fgw_zero_shot_plan, ot_zero_shot,
+                                      ot_zero_shot_plan, zero_shot_predict)
+from jaxlab.ot_clip.ot_losses import (dbot_loss, entropic_ot_loss, fgw_loss, kl_from_identity,
+                                      one_sided_ot_loss, ufgw_loss, unbalanced_ot_loss)
+from jaxlab.ot_clip.registry import LOSSES, get_loss
+from jaxlab.ot_clip.selective import (aurc, partial_ot_confidence, plan_confidence, risk_coverage_curve,
+                                      selective_risk)
+from jaxlab.ot_clip.train_loss import make_two_tower_loss
+from jaxlab.ot_clip.two_tower import TwoTower

@@ -1,0 +1,35 @@
+"""``loss_fn(params, batch, rng, extra)`` for ``jaxlab.train.step.make_train_step``: two-tower + OT-CLIP loss.
+
+The train step jits over the *global* batch sharded on "data", so the plan below couples the
+whole batch with no collectives of our own; XLA inserts the gathers the B x B cost needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxlab.ot_clip.registry import get_loss
+
+
+def make_two_tower_loss(model: nn.Module, loss_name: str, **loss_kwargs: Any
+                        ) -> Callable[[Any, dict[str, jax.Array], jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]:
+  """Builds ``loss_fn(params, batch, rng, extra) -> (loss, metrics)``.
+
+  ``batch`` holds ``"image"`` [B, ...] and ``"tokens"`` [B, L] int32, row i of one paired with
+  row i of the other. Metrics: the logit scale and the in-batch image->text retrieval accuracy.
+  """
+  loss = get_loss(loss_name, **loss_kwargs)
+
+  def loss_fn(params: Any, batch: dict[str, jax.Array], rng: jax.Array, extra: Any
+              ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    del rng, extra
+    out = model.apply({"params": params}, batch["image"], batch["tokens"])
+    value = loss(out["image_emb"], out["text_emb"], out["logit_scale"], out["logit_bias"])
+    hits = jnp.argmax(out["image_emb"] @ out["text_emb"].T, axis=1) == jnp.arange(out["image_emb"].shape[0])
+    return value, {"logit_scale": out["logit_scale"], "i2t_accuracy": jnp.mean(hits)}
+
+  return loss_fn

@@ -1,0 +1,102 @@
+"""The OT-CLIP loss family: the InfoNCE equivalence, jit/vmap/grad, and sharded-batch invariance."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from jaxlab.ot_clip import contrastive, ot_losses, plans
+from jaxlab.ot_clip.registry import LOSSES, get_loss
+from jaxlab.ot_clip.similarity import cosine_cost
+
+
+def test_one_sided_kl_equals_infonce_image_to_text(pair):
+  # Sec. 3.1: P = (1/n) softmax_j(S / tau) and KL(I/n | P) = InfoNCE(image -> text).
+  x, y = pair
+  scale = 1 / 0.07
+  logits = scale * (x / jnp.linalg.norm(x, axis=1, keepdims=True)) @ (
+      y / jnp.linalg.norm(y, axis=1, keepdims=True)).T
+  infonce_i2t = -jnp.mean(jnp.diagonal(jax.nn.log_softmax(logits, axis=1)))
+  p = jnp.exp(plans.one_sided_log_plan(cosine_cost(x, y), 1 / scale))
+  np.testing.assert_allclose(p, jax.nn.softmax(logits, axis=1) / 16, atol=1e-6)
+  np.testing.assert_allclose(ot_losses.one_sided_ot_loss(x, y, scale, symmetric=False), infonce_i2t, atol=1e-6)
+  np.testing.assert_allclose(ot_losses.one_sided_ot_loss(x, y, scale), contrastive.clip_loss(x, y, scale),
+                             atol=1e-6)
+
+
+def test_kl_is_zero_only_at_the_identity_coupling():
+  n = 4
+  exact = jnp.log(jnp.eye(n) / n + 1e-30)
+  assert abs(float(ot_losses.kl_from_identity(exact))) < 1e-6
+  assert float(ot_losses.kl_from_identity(jnp.full((n, n), -2 * np.log(n)))) > 0.5
+
+
+def test_unbalanced_with_hard_marginals_is_entropic_ot(pair):
+  x, y = pair
+  np.testing.assert_allclose(ot_losses.unbalanced_ot_loss(x, y, 10.0, tau_a=1.0, tau_b=1.0),
+                             ot_losses.entropic_ot_loss(x, y, 10.0), atol=1e-6)
+
+
+def test_fgw_without_structure_is_entropic_ot(pair):
+  x, y = pair
+  np.testing.assert_allclose(ot_losses.fgw_loss(x, y, 10.0, alpha=0.0, num_outer=1),
+                             ot_losses.entropic_ot_loss(x, y, 10.0), atol=1e-6)
+
+
+def test_ot_losses_prefer_the_true_pairing(pair):
+  x, y = pair
+  for name in LOSSES.names():
+    loss = jax.jit(get_loss(name))
+    assert loss(x, y, 10.0, -5.0) < loss(x, y[::-1], 10.0, -5.0), name
+
+
+@pytest.mark.parametrize("name", ["infonce", "siglip", "one_sided_ot", "entropic_ot", "unbalanced_ot",
+                                  "dbot", "fgw", "ufgw"])
+def test_jit_vmap_grad(pair, name):
+  x, y = pair
+  loss = get_loss(name)
+  f = jax.jit(jax.value_and_grad(lambda x, y, s: loss(x, y, s, -5.0), argnums=(0, 1, 2)))
+  value, grads = f(x, y, 10.0)
+  np.testing.assert_allclose(value, loss(x, y, 10.0, -5.0), rtol=1e-5)
+  assert all(np.all(np.isfinite(g)) for g in grads) and float(jnp.abs(grads[0]).sum()) > 0
+  xs, ys = jnp.stack([x, y]), jnp.stack([y, x])
+  batched = jax.jit(jax.vmap(lambda x, y: loss(x, y, 10.0, -5.0)))(xs, ys)
+  np.testing.assert_allclose(batched, [loss(x, y, 10.0, -5.0), loss(y, x, 10.0, -5.0)], rtol=1e-5)
+
+
+def test_implicit_and_unrolled_gradients_agree_at_convergence(pair):
+  x, y = pair
+  g_imp = jax.jit(jax.grad(lambda x: ot_losses.entropic_ot_loss(x, y, 5.0, implicit=True, threshold=1e-7)))(x)
+  g_unr = jax.jit(jax.grad(lambda x: ot_losses.entropic_ot_loss(x, y, 5.0, num_iterations=300)))(x)
+  np.testing.assert_allclose(g_imp, g_unr, atol=2e-4)
+
+
+@pytest.mark.parametrize("name", ["infonce", "entropic_ot", "ufgw"])
+def test_sharded_global_batch_matches_single_device(rng, name):
+  # The plan couples the whole batch: sharding the embeddings over "data" must not change it.
+  assert jax.device_count() == 8
+  mesh = jax.make_mesh((8,), ("data",))
+  kx, ky = jax.random.split(rng)
+  x = jax.random.normal(kx, (64, 16))
+  y = x + jax.random.normal(ky, (64, 16))
+  loss = jax.jit(get_loss(name))
+  expected = loss(x, y, 14.0)
+  sharding = NamedSharding(mesh, P("data"))
+  xs, ys = jax.device_put(x, sharding), jax.device_put(y, sharding)
+  assert len(xs.sharding.device_set) == 8
+  np.testing.assert_allclose(loss(xs, ys, 14.0), expected, rtol=1e-5)
+  g = jax.jit(jax.grad(get_loss(name)))(xs, ys, 14.0)
+  np.testing.assert_allclose(g, jax.grad(get_loss(name))(x, y, 14.0), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", LOSSES.names())
+def test_every_loss_rejects_mismatched_batches(name):
+  with pytest.raises(ValueError, match=r"\(4, 3\).*\(5, 3\)"):
+    get_loss(name)(jnp.ones((4, 3)), jnp.ones((5, 3)), 10.0, 0.0)
+
+
+@pytest.mark.parametrize("name", [n for n in LOSSES.names()])
+def test_every_loss_rejects_non_positive_logit_scale(name):
+  with pytest.raises(ValueError, match="logit_scale"):
+    get_loss(name)(jnp.ones((4, 3)), jnp.ones((4, 3)), 0.0, 0.0)

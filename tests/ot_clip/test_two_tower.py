@@ -1,0 +1,34 @@
+"""The two-tower model: normalised embeddings, logit scale init and clamp."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxlab.ot_clip.two_tower import TwoTower
+
+
+def _init(**kw):
+  model = TwoTower(vocab_size=12, hidden=16, embed_dim=8, **kw)
+  images, tokens = jnp.ones((3, 64)), jnp.array([[1, 2, 0], [3, 0, 0], [4, 5, 6]])
+  return model, model.init(jax.random.key(0), images, tokens)["params"], images, tokens
+
+
+def test_embeddings_are_unit_norm_and_logit_scale_is_clip_init():
+  model, params, images, tokens = _init()
+  out = model.apply({"params": params}, images, tokens)
+  assert out["image_emb"].shape == out["text_emb"].shape == (3, 8)
+  np.testing.assert_allclose(jnp.linalg.norm(out["text_emb"], axis=1), 1.0, rtol=1e-5)
+  np.testing.assert_allclose(out["logit_scale"], 1 / 0.07, rtol=1e-5)
+
+
+def test_logit_scale_is_clamped_at_100():
+  model, params, images, tokens = _init(init_log_logit_scale=math.log(1000.0))
+  np.testing.assert_allclose(model.apply({"params": params}, images, tokens)["logit_scale"], 100.0, rtol=1e-5)
+
+
+def test_padding_does_not_change_the_text_embedding():
+  model, params, _, _ = _init()
+  enc = lambda t: model.apply({"params": params}, t, method=TwoTower.encode_text)
+  np.testing.assert_allclose(enc(jnp.array([[1, 2, 0, 0]])), enc(jnp.array([[1, 2]])), atol=1e-6)
