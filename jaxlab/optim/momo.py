@@ -51,8 +51,9 @@ def _learning_rate(
 def _scalar_state(params: optax.Params, lower_bound: Any) -> dict[str, jax.Array]:
   # f32 even for bf16 params: tau is a ratio of reductions that bf16 would round badly.
   dtype = common.scalar_dtype(params)
-  zero = jnp.zeros([], dtype)
-  return dict(barf=zero, gamma=zero, lb=common.cast(lower_bound, dtype), step_size=zero)
+  # One array per field: a shared buffer cannot be donated twice by a jitted train step.
+  return dict(barf=jnp.zeros([], dtype), gamma=jnp.zeros([], dtype),
+              lb=jnp.array(lower_bound, dtype), step_size=jnp.zeros([], dtype))
 
 
 def momo(

@@ -235,6 +235,15 @@ def test_states_are_namedtuples_with_metric_fields():
   assert float(momo(lower_bound=0.3).init(x).lb) == pytest.approx(0.3)
 
 
+@pytest.mark.parametrize("factory", [momo, momo_adam])
+def test_state_leaves_are_distinct_buffers_so_they_can_be_donated(factory):
+  state = factory(lower_bound=0.0).init({"w": jnp.zeros(3)})
+  leaves = [leaf for leaf in jax.tree.leaves(state)]
+  assert len({id(leaf) for leaf in leaves}) == len(leaves)
+  step = jax.jit(lambda s: jax.tree.map(lambda a: a + 1, s), donate_argnums=0)
+  jax.block_until_ready(step(state))  # raises if two leaves share a buffer
+
+
 def test_registry_builds_ours():
   opt = make_optimizer("momo", learning_rate=1.0)
   assert isinstance(opt.init(jnp.zeros(2)), MomoState)
@@ -299,10 +308,10 @@ def test_trains_through_the_shared_train_step_on_8_devices():
   opt = momo(learning_rate=5.0, adapt_lower_bound=True)
   params = {k: jnp.asarray(_PROB[k]) for k in _KEYS}
   loss_fn = lambda p, batch, rng, extra: (_mlp_loss(p, batch["x"], batch["y"]), {})
-  init = TrainState.create(params, opt, jax.random.key(0))
+  init = TrainState.create(jax.tree.map(jnp.copy, params), opt, jax.random.key(0))
   mesh = make_mesh((("data", -1),))
   ss, bs = tree_shardings(init, mesh), batch_sharding(mesh)
-  step = make_train_step(loss_fn, opt, state_sharding=ss, batch_sharding=bs, donate=False)
+  step = make_train_step(loss_fn, opt, state_sharding=ss, batch_sharding=bs)  # donates state
   state = jax.device_put(init, ss)
   batch = jax.device_put({"x": _PROB["x"], "y": _PROB["y"]}, bs)  # 64 samples over 8 devices
   losses = []
