@@ -28,8 +28,11 @@ class TrainState(flax.struct.PyTreeNode):
              extra: Any = ()) -> "TrainState":
     if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key):
       rng = jax.random.key_data(rng)
-    return cls(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params),
-               rng=rng, extra=extra, nonfinite_skipped=jnp.zeros((), jnp.int32))
+    state = cls(step=jnp.zeros((), jnp.int32), params=params, opt_state=optimizer.init(params),
+                rng=rng, extra=extra, nonfinite_skipped=jnp.zeros((), jnp.int32))
+    # Own every buffer: the train step donates the state, which would otherwise delete arrays
+    # the caller still holds (``params``) or fail on leaves that share one buffer.
+    return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
 
   def step_rng(self) -> jax.Array:
     """A fresh key per step, derived from (seed, step) so a resumed run draws the same numbers."""

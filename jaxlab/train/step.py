@@ -22,15 +22,16 @@ from jaxlab.train.state import TrainState
 
 LossFn = Callable[[Any, Any, jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]
 
-# Scalar optimizer-state fields surfaced as metrics, e.g. MoMo's adaptive step and lower bound.
-OPT_STATE_METRICS = ("step_size", "lb")
+# Scalar optimizer-state fields surfaced as metrics: MoMo's adaptive step and lower bound, and
+# the learning rate of ``optax.inject_hyperparams``.
+OPT_STATE_METRICS = ("step_size", "lb", "learning_rate")
 
 
 def optimizer_metrics(opt_state: optax.OptState) -> dict[str, jax.Array]:
-  """``opt/<field>`` for every scalar NamedTuple field of ``opt_state`` named in OPT_STATE_METRICS."""
+  """``opt/<field>`` for every scalar field or dict entry of ``opt_state`` named in OPT_STATE_METRICS."""
   out = {}
   for path, leaf in jax.tree_util.tree_flatten_with_path(opt_state)[0]:
-    field = getattr(path[-1], "name", None) if path else None
+    field = (getattr(path[-1], "name", None) or getattr(path[-1], "key", None)) if path else None
     if field in OPT_STATE_METRICS and jnp.ndim(leaf) == 0:
       key = f"opt/{field}"
       if key in out:  # several such states (e.g. inside a chain): keep them apart by path

@@ -169,3 +169,22 @@ def test_global_batch_losses_equal_on_1_and_8_devices(loss_fn):
   w8, l8 = run(jax.devices())
   np.testing.assert_allclose(w8, w1, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(l8, l1, rtol=1e-5)
+
+
+def test_create_owns_its_buffers_so_donation_leaves_caller_arrays_alive():
+  params = {"w": jnp.ones(4)}
+  shared = jnp.zeros(())
+  aliasing = optax.GradientTransformation(lambda p: (shared, shared), lambda u, s, p=None: (u, s))
+  opt = optax.chain(optax.sgd(0.1), aliasing)
+  step = make_train_step(_linear_loss, opt)
+  step(TrainState.create(params, opt, jax.random.key(0)), _linear_problem())
+  np.testing.assert_array_equal(params["w"], np.ones(4))  # still alive after donation
+
+
+def test_inject_hyperparams_learning_rate_is_a_metric():
+  opt = optax.inject_hyperparams(optax.sgd)(learning_rate=optax.linear_schedule(0.1, 0.0, 10))
+  step = make_train_step(_linear_loss, opt)
+  state = _state(opt)
+  for _ in range(2):
+    state, metrics = step(state, _linear_problem())
+  np.testing.assert_allclose(metrics["opt/learning_rate"], 0.09, rtol=1e-6)
