@@ -37,5 +37,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.name = "quickstart"
   c.experiments = ml_collections.ConfigDict()
-  c.experiments.digits_mlp = _sibling("digits_mlp").get_config(arg)  # MoMo on a sharded MLP
+  c.experiments.digits_mlp = _sibling("digits_mlp").get_config(arg)    # MoMo on a sharded MLP
+  c.experiments.digits_clip = _sibling("digits_clip").get_config(arg)  # OT-CLIP loss + MoMo-Adam
   return c

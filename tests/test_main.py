@@ -25,6 +25,8 @@ def test_quickstart_tiny_trains_resumes_and_prints_summary(tmp_path):
   rows = [json.loads(l) for l in open(os.path.join(workdir, "digits_mlp", "metrics.jsonl"))]
   assert [r["step"] for r in rows] == [5, 10, 15, 20]
   assert "opt/step_size" in rows[-1]  # MoMo's adaptive step reaches the metrics
+  clip_rows = [json.loads(l) for l in open(os.path.join(workdir, "digits_clip", "metrics.jsonl"))]
+  assert "zero_shot_accuracy" in clip_rows[-1] and "ot_zero_shot_accuracy" in clip_rows[-1]
 
 
 def test_unknown_config_key_lists_valid_keys(tmp_path):

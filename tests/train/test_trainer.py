@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from configs import digits_mlp
+from configs import digits_clip, digits_mlp
 from jaxlab.train.trainer import train
 
 
@@ -30,9 +30,16 @@ def _assert_trees_close(a, b, rtol=1e-5, atol=1e-6):
   jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=rtol, atol=atol), a, b)
 
 
-def test_one_device_equals_eight_devices(tmp_path):
-  one = train(_config(), str(tmp_path / "one"), devices=jax.devices()[:1], progress=False)
-  eight = train(_config(), str(tmp_path / "eight"), progress=False)
+def _clip_config():
+  c = digits_clip.get_config("tiny")
+  c.batch_size = 64
+  return c
+
+
+@pytest.mark.parametrize("make_config", [_config, _clip_config], ids=["digits_mlp", "digits_clip"])
+def test_one_device_equals_eight_devices(tmp_path, make_config):
+  one = train(make_config(), str(tmp_path / "one"), devices=jax.devices()[:1], progress=False)
+  eight = train(make_config(), str(tmp_path / "eight"), progress=False)
   assert one.summary["mesh"] == {"data": 1, "model": 1}
   assert eight.summary["mesh"] == {"data": 8, "model": 1}
   _assert_trees_close(_params(one), _params(eight))
