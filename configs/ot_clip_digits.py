@@ -35,6 +35,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "entropic_ot": {"kwargs": {"num_iterations": 5}},
       "unbalanced_ot": {"kwargs": {"num_iterations": 5, "tau_a": 0.9, "tau_b": 0.9}},
       "fgw": {"kwargs": {"num_iterations": 5, "num_outer": 3, "alpha": 0.5}},
+      # Beyond the five rows, the rest of the family:
+      "dbot": {"kwargs": {"num_iterations": 5, "lower": 0.5, "upper": 2.0}},
+      "ufgw": {"kwargs": {"num_iterations": 5, "num_outer": 3, "alpha": 0.5, "tau_a": 0.9, "tau_b": 0.9}},
   })
   # Training settings; the long-tailed and selective evaluations reuse the clean models.
   c.settings = ml_collections.ConfigDict({

@@ -17,6 +17,10 @@ For balanced marginals the first two terms are row/column constants that the Sin
 potentials absorb, leaving the paper's structural cost -2 alpha S_x P S_y ("C - D_1 P D_2^T").
 For U-FG they depend on the plan's marginals and keep the objective bounded below, which the
 bare bilinear term is not once the mass may grow.
+
+The structure matrices are Gram matrices of d-dimensional features (d << batch), so L(P) is
+computed from the features in O(B^2 d) without forming S_x, S_y or the O(B^3) product S_x P S_y:
+S_x P S_y = X (X^T P Y) Y^T and (S_x^2 r)_i = x_i^T (X^T diag(r) X) x_i.
 """
 
 from __future__ import annotations
@@ -30,18 +34,28 @@ from jaxlab.ot_clip.plans import sinkhorn_log_plan, uniform
 from jaxlab.ot_clip.similarity import check_positive
 
 
-def gw_linearization(plan: jax.Array, sim_x: jax.Array, sim_y: jax.Array) -> jax.Array:
-  """L(P) of the square-loss GW term (Peyre et al. 2016, Prop. 1): [n, m] from an [n, m] plan."""
+def gw_linearization(plan: jax.Array, feat_x: jax.Array, feat_y: jax.Array) -> jax.Array:
+  """L(P) of the square-loss GW term (Peyre et al. 2016, Prop. 1) for S_x = X X^T, S_y = Y Y^T.
+
+  [n, m] from an [n, m] plan and features X [n, d], Y [m, d'], in O(n m (d + d')).
+  """
   row_mass, col_mass = plan.sum(axis=1), plan.sum(axis=0)
-  return ((sim_x * sim_x) @ row_mass)[:, None] + ((sim_y * sim_y) @ col_mass)[None, :] - 2.0 * (
-      sim_x @ plan @ sim_y.T)
+  m_x = feat_x.T @ (row_mass[:, None] * feat_x)  # X^T diag(r) X, [d, d]
+  m_y = feat_y.T @ (col_mass[:, None] * feat_y)
+  row_term = jnp.sum((feat_x @ m_x) * feat_x, axis=1)  # (S_x^2 r)_i
+  col_term = jnp.sum((feat_y @ m_y) * feat_y, axis=1)
+  core = (feat_x.T @ plan) @ feat_y                  # X^T P Y, [d, d']
+  return row_term[:, None] + col_term[None, :] - 2.0 * (feat_x @ core) @ feat_y.T
 
 
-def fgw_log_plan(cost: jax.Array, sim_x: jax.Array, sim_y: jax.Array, epsilon: Any,
+def fgw_log_plan(cost: jax.Array, feat_x: jax.Array, feat_y: jax.Array, epsilon: Any,
                  a: jax.Array | None = None, b: jax.Array | None = None, *, alpha: float = 0.5,
                  tau_a: float = 1.0, tau_b: float = 1.0, num_outer: int = 3,
                  num_iterations: int = 5, implicit: bool = False, **sinkhorn_kwargs: Any) -> jax.Array:
   """log P of the (unbalanced, if tau < 1) fused Gromov-Wasserstein plan (Sec. 4, FGW / U-FG).
+
+  The structure matrices are S_x = feat_x feat_x^T and S_y = feat_y feat_y^T (for OT-CLIP the
+  L2-normalised embeddings, so S are the within-batch cosine similarities).
 
   Starts from the independent coupling a b^T and runs ``num_outer`` linearise-then-Sinkhorn steps
   of ``num_iterations`` Sinkhorn iterations each. All steps are differentiated through (unrolled);
@@ -54,13 +68,13 @@ def fgw_log_plan(cost: jax.Array, sim_x: jax.Array, sim_y: jax.Array, epsilon: A
   if int(num_outer) < 1:
     raise ValueError(f"num_outer must be >= 1, got {num_outer}")
   n, m = cost.shape
-  if sim_x.shape != (n, n) or sim_y.shape != (m, m):
-    raise ValueError(f"structure matrices {sim_x.shape} and {sim_y.shape} do not fit cost {cost.shape}")
+  if feat_x.shape[0] != n or feat_y.shape[0] != m:
+    raise ValueError(f"features {feat_x.shape} and {feat_y.shape} do not fit cost {cost.shape}")
   a = uniform(n, cost.dtype) if a is None else a
   b = uniform(m, cost.dtype) if b is None else b
   plan = a[:, None] * b[None, :]
   for _ in range(int(num_outer)):
-    cost_t = cost + alpha * gw_linearization(plan, sim_x, sim_y)
+    cost_t = cost + alpha * gw_linearization(plan, feat_x, feat_y)
     log_plan = sinkhorn_log_plan(cost_t, epsilon, a, b, tau_a=tau_a, tau_b=tau_b,
                                  num_iterations=num_iterations, implicit=implicit, **sinkhorn_kwargs)
     plan = jnp.exp(log_plan)

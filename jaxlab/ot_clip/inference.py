@@ -80,7 +80,7 @@ def fgw_zero_shot_plan(image_emb: jax.Array, class_emb: jax.Array, epsilon: Any,
   prior = check_class_prior(class_prior, t.shape[0])
   kwargs = {"implicit": True, "threshold": INFERENCE_THRESHOLD,
             "max_iterations": INFERENCE_MAX_ITERATIONS, **sinkhorn_kwargs}
-  return fgw_log_plan(1.0 - x @ t.T, x @ x.T, t @ t.T, epsilon, b=prior, alpha=alpha,
+  return fgw_log_plan(1.0 - x @ t.T, x, t, epsilon, b=prior, alpha=alpha,
                       num_outer=num_outer, **kwargs)
 
 

@@ -90,19 +90,15 @@ def dbot_loss(image_emb: jax.Array, text_emb: jax.Array, logit_scale: Any, *,
   return kl_from_identity(log_plan)
 
 
-def _structure(image_emb: jax.Array, text_emb: jax.Array) -> tuple[jax.Array, jax.Array]:
-  x, y = l2_normalize(gather_batch(image_emb)), l2_normalize(gather_batch(text_emb))
-  return x @ x.T, y @ y.T
-
-
 def fgw_loss(image_emb: jax.Array, text_emb: jax.Array, logit_scale: Any, *, alpha: float = 0.5,
              num_outer: int = 3, num_iterations: int = 5, implicit: bool = False,
              tau_a: float = 1.0, tau_b: float = 1.0, **kwargs: Any) -> jax.Array:
   """KL(I/n | P) for the fused Gromov-Wasserstein plan (Sec. 4, FGW); tau < 1 gives U-FG."""
   check_embeddings(image_emb, text_emb)
   cost, eps = _cost_and_eps(image_emb, text_emb, logit_scale)
-  sim_x, sim_y = _structure(image_emb, text_emb)
-  log_plan = fgw_log_plan(cost, sim_x, sim_y, eps, alpha=alpha, tau_a=tau_a, tau_b=tau_b,
+  # Structure: within-batch cosine similarities, passed as their factors (normalised embeddings).
+  feat_x, feat_y = l2_normalize(gather_batch(image_emb)), l2_normalize(gather_batch(text_emb))
+  log_plan = fgw_log_plan(cost, feat_x, feat_y, eps, alpha=alpha, tau_a=tau_a, tau_b=tau_b,
                           num_outer=num_outer, num_iterations=num_iterations, implicit=implicit,
                           **kwargs)
   return kl_from_identity(log_plan, unnormalized=tau_a < 1.0 or tau_b < 1.0)

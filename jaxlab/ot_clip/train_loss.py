@@ -15,8 +15,10 @@ import jax.numpy as jnp
 from jaxlab.ot_clip.registry import get_loss
 
 
-def make_two_tower_loss(model: nn.Module, loss_name: str, **loss_kwargs: Any
-                        ) -> Callable[[Any, dict[str, jax.Array], jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]:
+LossFn = Callable[[Any, dict[str, jax.Array], jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]
+
+
+def make_two_tower_loss(model: nn.Module, loss_name: str, **loss_kwargs: Any) -> LossFn:
   """Builds ``loss_fn(params, batch, rng, extra) -> (loss, metrics)``.
 
   ``batch`` holds ``"image"`` [B, ...] and ``"tokens"`` [B, L] int32, row i of one paired with

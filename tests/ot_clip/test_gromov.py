@@ -8,25 +8,26 @@ from jaxlab.ot_clip import gromov, plans
 
 
 def _problem(rng, n=5, m=4, dtype=jnp.float32):
+  """Cost and structure features (S = F F^T)."""
   k = jax.random.split(rng, 3)
-  x, y = jax.random.normal(k[0], (n, 3), dtype), jax.random.normal(k[1], (m, 3), dtype)
-  return jax.random.uniform(k[2], (n, m), dtype), x @ x.T / 3, y @ y.T / 3
+  x, y = jax.random.normal(k[0], (n, 3), dtype), jax.random.normal(k[1], (m, 2), dtype)
+  return jax.random.uniform(k[2], (n, m), dtype), x / 3 ** 0.5, y / 3 ** 0.5
 
 
 def test_linearization_is_the_gradient_of_the_square_loss_gw_term(rng):
-  cost, sx, sy = _problem(rng)
+  cost, fx, fy = _problem(rng)
   plan = jax.random.uniform(jax.random.key(7), cost.shape)
-  sx, sy, plan = np.asarray(sx), np.asarray(sy), np.asarray(plan)
+  sx, sy, plan = np.asarray(fx @ fx.T), np.asarray(fy @ fy.T), np.asarray(plan)
   # ref[i, j] = sum_kl (sx[i, k] - sy[j, l])^2 plan[k, l], written out as the 4-index sum.
   ref = np.einsum("ijkl,kl->ij", (sx[:, None, :, None] - sy[None, :, None, :]) ** 2, plan)
-  np.testing.assert_allclose(gromov.gw_linearization(plan, sx, sy), ref, rtol=1e-5)
-  energy = lambda p: 0.5 * jnp.sum(p * gromov.gw_linearization(p, sx, sy))
-  np.testing.assert_allclose(jax.grad(energy)(plan), ref, rtol=1e-4)
+  np.testing.assert_allclose(gromov.gw_linearization(plan, fx, fy), ref, rtol=1e-5)
+  energy = lambda p: 0.5 * jnp.sum(p * gromov.gw_linearization(p, fx, fy))
+  np.testing.assert_allclose(jax.grad(energy)(jnp.asarray(plan)), ref, rtol=1e-4)
 
 
 def test_alpha_zero_is_entropic_ot(rng):
-  cost, sx, sy = _problem(rng)
-  np.testing.assert_allclose(gromov.fgw_log_plan(cost, sx, sy, 0.1, alpha=0.0, num_outer=2),
+  cost, fx, fy = _problem(rng)
+  np.testing.assert_allclose(gromov.fgw_log_plan(cost, fx, fy, 0.1, alpha=0.0, num_outer=2),
                              plans.sinkhorn_log_plan(cost, 0.1), atol=1e-5)
 
 
@@ -35,11 +36,11 @@ def test_structure_term_matches_isomorphic_graphs():
   r = np.random.default_rng(0)
   z = r.normal(size=(6, 3))
   perm = np.array([3, 0, 5, 1, 4, 2])
-  sx = jnp.asarray(z @ z.T)
-  sy = sx[perm][:, perm]
-  solve = jax.jit(lambda sx, sy: gromov.fgw_log_plan(jnp.ones((6, 6)), sx, sy, 0.02, alpha=1.0,
+  fx = jnp.asarray(z)
+  fy = fx[perm]  # S_y = S_x[perm][:, perm]
+  solve = jax.jit(lambda fx, fy: gromov.fgw_log_plan(jnp.ones((6, 6)), fx, fy, 0.02, alpha=1.0,
                                                      num_outer=30, num_iterations=100))
-  log_p = solve(sx, sy)
+  log_p = solve(fx, fy)
   # Node perm[j] of x corresponds to node j of y.
   match = np.asarray(jnp.argmax(log_p, axis=1))
   np.testing.assert_array_equal(match[perm], np.arange(6))
@@ -47,9 +48,9 @@ def test_structure_term_matches_isomorphic_graphs():
 
 def test_unrolled_gradient_matches_finite_differences(rng):
   with jax.enable_x64(True):
-    cost, sx, sy = _problem(rng, dtype=jnp.float64)
+    cost, fx, fy = _problem(rng, dtype=jnp.float64)
     f = jax.jit(lambda c: jnp.sum(jnp.diagonal(
-        gromov.fgw_log_plan(c, sx, sy, 0.1, alpha=0.5, tau_a=0.9, tau_b=0.9, num_outer=3))))
+        gromov.fgw_log_plan(c, fx, fy, 0.1, alpha=0.5, tau_a=0.9, tau_b=0.9, num_outer=3))))
     d = jax.random.normal(jax.random.key(3), cost.shape, jnp.float64)
     fd = (f(cost + 1e-6 * d) - f(cost - 1e-6 * d)) / 2e-6
     np.testing.assert_allclose(jnp.vdot(jax.grad(f)(cost), d), fd, rtol=1e-5)

@@ -68,6 +68,12 @@ def test_unrolled_gradient_matches_finite_differences(rng, mode):
     _fd_check(lambda c: jnp.sum(jnp.diagonal(plans.sinkhorn_log_plan(c, 0.1, num_iterations=5, **mode))), c)
 
 
+def test_dbot_gradient_matches_finite_differences(rng):
+  with jax.enable_x64(True):
+    c = jnp.concatenate([jnp.zeros((7, 1)), _cost(rng, 7, 4, dtype=jnp.float64) + 1.0], axis=1)
+    _fd_check(lambda c: jnp.sum(jnp.diagonal(plans.dbot_log_plan(c, 0.1, lower=0.5, upper=1.5))), c)
+
+
 def test_implicit_gradient_matches_finite_differences_at_convergence(rng):
   with jax.enable_x64(True):
     c = _cost(rng, 6, 6, dtype=jnp.float64)
