@@ -25,6 +25,7 @@ from ml_collections import config_flags
 import numpy as np
 import optax
 
+from jaxlab.data.digits import load_digits_split
 from jaxlab.ot_clip import digits_pairs, inference, selective
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import LOG_INIT_SCALE_CLIP, TwoTower
@@ -261,7 +262,7 @@ def main(argv: list[str]) -> None:
   path = os.path.join(out, "study.json")
   results = _load(path)
   if not _REPORT_ONLY.value:
-    data = digits_pairs.load_digits_arrays(cfg.eval.test_fraction)
+    data = load_digits_split(cfg.eval.test_fraction)
     vocab = digits_pairs.build_vocab()
     for setting in cfg.settings:
       for loss in cfg.losses:

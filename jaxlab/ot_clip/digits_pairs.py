@@ -35,17 +35,6 @@ def tokenize(text: str, vocab: dict[str, int], max_len: int = MAX_LEN) -> np.nda
   return np.array(ids + [0] * (max_len - len(ids)), np.int32)
 
 
-def load_digits_arrays(test_fraction: float = 0.3, seed: int = 0) -> dict[str, np.ndarray]:
-  """Pixels in [0, 1] as [N, 64] float32, labels int32, split by a seeded permutation."""
-  from sklearn.datasets import load_digits  # scikit-learn ships the data
-  data = load_digits()
-  x, y = (data.data / 16.0).astype(np.float32), data.target.astype(np.int32)
-  perm = np.random.default_rng(seed).permutation(len(x))
-  n_test = int(round(test_fraction * len(x)))
-  return {"x_train": x[perm[n_test:]], "y_train": y[perm[n_test:]],
-          "x_test": x[perm[:n_test]], "y_test": y[perm[:n_test]]}
-
-
 def caption_tokens(labels: np.ndarray, vocab: dict[str, int], rng: np.random.Generator) -> np.ndarray:
   """One training caption per label, templates drawn uniformly: [N, MAX_LEN] int32."""
   templates = rng.integers(len(TRAIN_TEMPLATES), size=len(labels))

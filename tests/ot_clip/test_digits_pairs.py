@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from jaxlab.data.digits import load_digits_split
 from jaxlab.ot_clip import digits_pairs
 
 
@@ -32,6 +33,6 @@ def test_long_tailed_subset_has_the_imbalance_and_its_prior():
 
 
 def test_digits_split_is_disjoint_and_scaled():
-  d = digits_pairs.load_digits_arrays(0.3)
+  d = load_digits_split(0.3)
   assert len(d["x_train"]) + len(d["x_test"]) == 1797
   assert d["x_train"].min() >= 0 and d["x_train"].max() <= 1 and d["x_train"].shape[1] == 64

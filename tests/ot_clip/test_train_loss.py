@@ -5,6 +5,7 @@ import numpy as np
 import optax
 import pytest
 
+from jaxlab.data.digits import load_digits_split
 from jaxlab.ot_clip import digits_pairs
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
@@ -17,7 +18,7 @@ def test_two_tower_trains_through_the_shared_step_on_8_devices(loss_name):
   mesh = train.make_mesh((("data", -1),))
   assert mesh.shape["data"] == 8
   vocab = digits_pairs.build_vocab()
-  data = digits_pairs.load_digits_arrays(0.3)
+  data = load_digits_split(0.3)
   r = np.random.default_rng(0)
   batch = {"image": data["x_train"][:64], "tokens": digits_pairs.caption_tokens(data["y_train"][:64], vocab, r)}
   model = TwoTower(vocab_size=len(vocab) + 1, hidden=32, embed_dim=16)
