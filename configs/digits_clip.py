@@ -16,33 +16,23 @@ Other losses: ``--config.loss.name=infonce`` (or siglip, unbalanced_ot, fgw, dbo
 
 import ml_collections
 
+from jaxlab.train.config import make_tiny, trainer_config
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """``arg``: ``None`` (full) or ``"tiny"`` (a few steps, for tests)."""
   if arg not in (None, "", "tiny"):
     raise ValueError(f"configs/digits_clip.py takes no argument or 'tiny', got {arg!r}")
-  c = ml_collections.ConfigDict()
+  c = trainer_config(num_steps=400, sharding_rules=((r"Dense_[01]/kernel$", (None, "model")),))
   c.name = "digits_clip"
   c.task = "digits_two_tower"
-  c.seed = 0
   c.data = ml_collections.ConfigDict({"test_fraction": 0.2, "split_seed": 0})
   c.model = ml_collections.ConfigDict({"hidden": 128, "embed_dim": 32})
   c.loss = ml_collections.ConfigDict({"name": "entropic_ot", "num_iterations": 5})
   c.eval_epsilon = 0.05  # OT inference temperature
   c.optimizer = ml_collections.ConfigDict({"name": "momo_adam", "learning_rate": 3e-3,
                                            "schedule": "constant"})
-  c.batch_size = 128
-  c.num_steps = 400
-  c.mesh = (("data", -1), ("model", 1))
-  c.sharding_rules = ((r"Dense_[01]/kernel$", (None, "model")),)
-  c.skip_nonfinite = True
-  c.log_every = 50
-  c.eval_every = 200
-  c.checkpoint_every = 200
   if arg == "tiny":
     c.model.hidden = 32
-    c.num_steps = 20
-    c.log_every = 5
-    c.eval_every = 10
-    c.checkpoint_every = 10
+    make_tiny(c)
   return c

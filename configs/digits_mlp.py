@@ -16,33 +16,23 @@ Any key can be overridden, e.g. ``--config.optimizer.name=adam --config.optimize
 
 import ml_collections
 
+from jaxlab.train.config import make_tiny, trainer_config
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """``arg``: ``None`` (full quickstart) or ``"tiny"`` (a few steps, for tests)."""
   if arg not in (None, "", "tiny"):
     raise ValueError(f"configs/digits_mlp.py takes no argument or 'tiny', got {arg!r}")
-  c = ml_collections.ConfigDict()
+  # The first two kernels (and their optimizer moments) are sharded over "model".
+  c = trainer_config(num_steps=600, sharding_rules=((r"Dense_[01]/kernel$", (None, "model")),))
   c.name = "digits_mlp"
   c.task = "digits_classification"
-  c.seed = 0
   c.data = ml_collections.ConfigDict({"test_fraction": 0.2, "split_seed": 0})
   c.model = ml_collections.ConfigDict({"name": "mlp", "hidden": (128, 128), "num_outputs": 10})
   c.loss = ml_collections.ConfigDict({"name": "softmax_cross_entropy"})
   # MoMo (jaxlab.optim.momo): the step passes value=loss; learning_rate is the cap on its step.
   c.optimizer = ml_collections.ConfigDict({"name": "momo", "learning_rate": 1.0, "schedule": "constant"})
-  c.batch_size = 128
-  c.num_steps = 600
-  c.mesh = (("data", -1), ("model", 1))
-  # (regex over state paths, PartitionSpec axes); unmatched leaves are replicated.
-  c.sharding_rules = ((r"Dense_[01]/kernel$", (None, "model")),)
-  c.skip_nonfinite = True
-  c.log_every = 50
-  c.eval_every = 200
-  c.checkpoint_every = 200
   if arg == "tiny":
     c.model.hidden = (32,)
-    c.num_steps = 20
-    c.log_every = 5
-    c.eval_every = 10
-    c.checkpoint_every = 10
+    make_tiny(c)
   return c
