@@ -5,12 +5,11 @@ import numpy as np
 import optax
 import pytest
 
+from jaxlab import train
 from jaxlab.data.digits import load_digits_split
 from jaxlab.ot_clip import digits_pairs
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
-
-train = pytest.importorskip("jaxlab.train")
 
 
 @pytest.mark.parametrize("loss_name", ["entropic_ot"])
