@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e ".[data,test,notebooks]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[data,rl,pde,test,notebooks]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,8 +1,16 @@
-"""A tiny name -> constructor registry, so configs pick models, losses and optimizers by name."""
+"""A tiny name -> constructor registry, so configs pick models, losses, tasks and optimizers by name.
+
+Entries are registered with a decorator, or lazily as ``"module:attribute"`` strings that are
+imported on first ``get`` (as big_vision does), so that a registry can name constructors whose
+modules need optional extras without importing them up front.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable, Generic, TypeVar
+
+from jaxlab.errors import InputError, UnknownNameError
 
 T = TypeVar("T", bound=Callable[..., Any])
 
@@ -12,26 +20,53 @@ class Registry(Generic[T]):
 
   def __init__(self, kind: str):
     self.kind = kind
-    self._entries: dict[str, T] = {}
+    self._entries: dict[str, T | str] = {}
 
   def register(self, name: str) -> Callable[[T], T]:
+    """Decorator. Registering the same object again (a re-run notebook cell) is allowed."""
     def decorator(fn: T) -> T:
-      if name in self._entries:
-        raise ValueError(f"{self.kind} {name!r} is already registered")
+      old = self._entries.get(name)
+      if old is not None and not _same(old, fn):
+        raise InputError(f"{self.kind} {name!r} is already registered (to {_describe(old)})")
       self._entries[name] = fn
       return fn
     return decorator
 
+  def register_lazy(self, name: str, target: str) -> None:
+    """Registers ``"package.module:attribute"``, imported on first ``get(name)``."""
+    if ":" not in target:
+      raise InputError(f"lazy {self.kind} target must be 'module:attribute', got {target!r}")
+    old = self._entries.get(name)
+    if old is not None and old != target and _describe(old) != target:
+      raise InputError(f"{self.kind} {name!r} is already registered (to {_describe(old)})")
+    if old is None or isinstance(old, str):
+      self._entries[name] = target
+
   def get(self, name: str) -> T:
     try:
-      return self._entries[name]
-    except KeyError:
-      raise KeyError(
-          f"unknown {self.kind} {name!r}; valid names: {', '.join(sorted(self._entries))}"
-      ) from None
+      entry = self._entries[name]
+    except (KeyError, TypeError):
+      raise UnknownNameError(
+          f"unknown {self.kind} {name!r}; valid names: {', '.join(sorted(self._entries))}") from None
+    if isinstance(entry, str):
+      module, _, attr = entry.partition(":")
+      entry = getattr(importlib.import_module(module), attr)
+      self._entries[name] = entry
+    return entry
 
   def names(self) -> list[str]:
     return sorted(self._entries)
 
   def __contains__(self, name: str) -> bool:
     return name in self._entries
+
+
+def _describe(entry: Any) -> str:
+  if isinstance(entry, str):
+    return entry
+  return f"{getattr(entry, '__module__', '?')}:{getattr(entry, '__qualname__', repr(entry))}"
+
+
+def _same(old: Any, new: Any) -> bool:
+  # A re-executed cell or reloaded module defines a new function object with the same name.
+  return old is new or _describe(old) == _describe(new)

@@ -1,0 +1,26 @@
+"""jaxlab's error type for bad input.
+
+Every check of user input (config values, constructor arguments, concrete hyper-parameters,
+shapes) raises :class:`InputError`, whose message names the bad value and what is allowed.
+The command line prints it as one line; any other exception is a bug and keeps its traceback.
+``InputError`` subclasses ``ValueError``, so ``except ValueError`` keeps working.
+"""
+
+from __future__ import annotations
+
+
+class InputError(ValueError):
+  """Bad input: the message names the value and what is allowed."""
+
+
+class UnknownNameError(InputError, KeyError):
+  """An unknown registry name (also a ``KeyError``, for dict-like callers)."""
+
+  def __str__(self) -> str:  # KeyError would print the repr of the message
+    return str(self.args[0]) if self.args else ""
+
+
+def check(condition: bool, message: str) -> None:
+  """Raises ``InputError(message)`` unless ``condition``."""
+  if not condition:
+    raise InputError(message)
