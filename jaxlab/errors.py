@@ -24,3 +24,14 @@ def check(condition: bool, message: str) -> None:
   """Raises ``InputError(message)`` unless ``condition``."""
   if not condition:
     raise InputError(message)
+
+
+class CheckpointError(RuntimeError):
+  """A checkpoint could not be written or read (disk full, permissions, truncated files).
+
+  The message names the directory and step; the command line prints it as one line.
+  """
+
+
+class DivergedError(RuntimeError):
+  """Training cannot go on: e.g. every step of a log interval had a non-finite loss or gradient."""

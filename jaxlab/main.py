@@ -95,12 +95,13 @@ def main(argv: Sequence[str]) -> None:
   import jax
   if _DISTRIBUTED.value:
     jax.distributed.initialize()
+  from jaxlab.errors import CheckpointError, DivergedError, InputError
   from jaxlab.train.trainer import ensure_writable, run_experiments
-  try:  # bad input: one clear line, before any compute where possible
+  try:  # bad input and run failures: one clear line; anything else is a bug and keeps its traceback
     ensure_writable(_WORKDIR.value)
     summaries = run_experiments(_CONFIG.value, _WORKDIR.value, stop_after=_STOP_AFTER.value)
-  except (ValueError, KeyError, PermissionError) as e:
-    sys.stderr.write(f"jaxlab: error: {e.args[0] if e.args else e}\n")
+  except (InputError, CheckpointError, DivergedError) as e:
+    sys.stderr.write(f"jaxlab: error: {e}\n")
     sys.exit(2)
   if jax.process_index() == 0:
     print(f"\n{summary_table(summaries)}\n\nmetrics.jsonl, TensorBoard files and checkpoints are under {_WORKDIR.value}")

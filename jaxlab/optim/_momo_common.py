@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import math
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
+
+from jaxlab.errors import InputError
 
 
 def check_range(
@@ -20,34 +25,63 @@ def check_range(
     low: float,
     high: float | None = None,
 ) -> None:
-  """Raises ValueError unless ``low <= value`` (and ``value < high`` if given).
+  """Raises InputError unless ``low <= value`` (and ``value < high`` if given), finite.
 
   Schedules and traced values (``inject_hyperparams`` under jit) cannot be checked here and are
   passed through; they were checked when the transform was first built with concrete values.
   """
   if callable(value) or isinstance(value, jax.core.Tracer):
     return
-  v = float(value)
-  if high is None and not v >= low:  # `not >=` also rejects NaN.
-    raise ValueError(f"{opt}: {name} must be >= {low}, got {v}")
+  try:
+    v = float(value)
+  except (TypeError, ValueError):
+    raise InputError(f"{opt}: {name} must be a number, got {value!r}") from None
+  if high is None and not (v >= low and math.isfinite(v)):  # `not >=` also rejects NaN.
+    raise InputError(f"{opt}: {name} must be a finite number >= {low}, got {v}")
   if high is not None and not low <= v < high:
-    raise ValueError(f"{opt}: {name} must be in [{low}, {high}), got {v}")
+    raise InputError(f"{opt}: {name} must be in [{low}, {high}), got {v}")
+
+
+def check_finite(opt: str, name: str, value: Any) -> None:
+  """A concrete ``value`` must be a finite number (e.g. a lower bound, which may be negative)."""
+  if callable(value) or isinstance(value, jax.core.Tracer):
+    return
+  try:
+    v = float(value)
+  except (TypeError, ValueError):
+    raise InputError(f"{opt}: {name} must be a number, got {value!r}") from None
+  if not math.isfinite(v):
+    raise InputError(f"{opt}: {name} must be finite, got {v}")
+
+
+def check_bool(opt: str, name: str, value: Any) -> None:
+  # A string like 'no' is truthy: refuse it rather than silently enabling the option.
+  if not isinstance(value, (bool, np.bool_)):
+    raise InputError(f"{opt}: {name} must be True or False, got {value!r}")
+
+
+def check_float_params(opt: str, params: Any) -> None:
+  """Integer params would truncate every update to 0."""
+  for leaf in jax.tree.leaves(params):
+    if not jnp.issubdtype(jnp.result_type(leaf), jnp.floating):
+      raise InputError(f"{opt}: params must be floating point, got a {jnp.result_type(leaf)} leaf of "
+                       f"shape {jnp.shape(leaf)} (integer params would truncate every update to 0)")
 
 
 def check_update_args(opt: str, params: Any, value: Any) -> jax.Array:
   """Validates ``update``'s params and loss; returns the loss as a scalar array."""
   if params is None:
-    raise ValueError(
+    raise InputError(
         f"{opt} needs the current params: call update(grads, state, params, value=loss)."
     )
   if value is None:
-    raise ValueError(
+    raise InputError(
         f"{opt} needs the current (batch) loss: call update(grads, state, params, value=loss),"
         " e.g. with loss from jax.value_and_grad."
     )
   value = jnp.asarray(value)
   if value.ndim != 0:
-    raise ValueError(f"{opt}: value must be a scalar loss, got shape {value.shape}")
+    raise InputError(f"{opt}: value must be a scalar loss, got shape {value.shape}")
   return value
 
 
@@ -88,6 +122,7 @@ def polyak_step(
     weight_decay: jax.Array,
     rho: jax.Array,
     adapt_lower_bound: bool,
+    masked: tuple[jax.Array, jax.Array] | None = None,
 ) -> tuple[jax.Array, jax.Array]:
   r"""MoMo's truncated-model step size and (optionally) the MoMo* lower-bound update.
 
@@ -105,18 +140,47 @@ def polyak_step(
     \text{(MoMo*, next)}\quad
     \mathrm{lb}' = \max\!\big((h - \tfrac12\tau\|d\|^2_D)/\rho,\ \mathrm{lb}_0\big)
 
+  With a weight-decay mask, :math:`\omega_i = 1 + \alpha\lambda m_i` differs per coordinate and
+  ``masked = (<d, x/omega>, ||d||^2_{D omega})``; the closed form of the same proximal step is then
+  :math:`\tau = \min(\alpha/\rho, [\bar f - \rho\,\mathrm{lb} - \gamma + \langle d, x/\omega\rangle]_+
+  / \|d\|^2_{D\omega})` (equal to the above when :math:`\omega` is uniform), and the reset tests
+  :math:`\bar f - \gamma + \langle d, x/\omega\rangle < \rho\,\mathrm{lb}`.
+
   Returns ``(tau, lb')``; without ``adapt_lower_bound`` ``lb'`` is ``lb``. A zero direction
   (``sq_norm == 0``) gives ``tau = 0``: the step ``tau * d`` is zero anyway, and this avoids 0/0.
   """
-  omega = 1 + alpha * weight_decay
-  if adapt_lower_bound:
-    cap = omega * (barf - gamma) + iprod
-    lb = jnp.where(cap < omega * rho * lb, jnp.maximum(cap / (2 * omega * rho), lb_floor), lb)
-  numer = jnp.maximum(omega * (barf - rho * lb - gamma) + iprod, 0.0)
-  positive = sq_norm > 0
-  ratio = jnp.where(positive, numer / jnp.where(positive, sq_norm, 1.0), 0.0)
+  if masked is None:
+    omega = 1 + alpha * weight_decay
+    if adapt_lower_bound:
+      cap = omega * (barf - gamma) + iprod
+      lb = jnp.where(cap < omega * rho * lb, jnp.maximum(cap / (2 * omega * rho), lb_floor), lb)
+    numer = jnp.maximum(omega * (barf - rho * lb - gamma) + iprod, 0.0)
+    denom = sq_norm
+  else:
+    iprod_w, denom = masked
+    if adapt_lower_bound:
+      cap = barf - gamma + iprod_w
+      lb = jnp.where(cap < rho * lb, jnp.maximum(cap / (2 * rho), lb_floor), lb)
+    numer = jnp.maximum(barf - rho * lb - gamma + iprod_w, 0.0)
+  positive = denom > 0
+  ratio = jnp.where(positive, numer / jnp.where(positive, denom, 1.0), 0.0)
   tau = jnp.minimum(alpha / rho, ratio)
   if adapt_lower_bound:
     h = barf - gamma + iprod
     lb = jnp.maximum((h - 0.5 * tau * sq_norm) / rho, lb_floor)
   return tau.astype(barf.dtype), lb.astype(barf.dtype)
+
+
+def resolve_mask(mask: Any, params: optax.Params) -> Any | None:
+  """A tree of bools like ``params`` (``mask`` may be one, or a callable of params), or None."""
+  if mask is None:
+    return None
+  tree = mask(params) if callable(mask) else mask
+  try:
+    return jax.tree.map(lambda m, _: bool(m), tree, params)
+  except ValueError as e:
+    raise InputError(f"weight-decay mask must have the structure of params: {e}") from None
+
+
+def tree_cast(tree: Any, dtype: Any | None) -> Any:
+  return tree if dtype is None else jax.tree.map(lambda x: x.astype(dtype), tree)

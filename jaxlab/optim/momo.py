@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxlab.errors import InputError
 from jaxlab.optim import _momo_common as common
 
 WeightDecayMode = Literal["divide", "adamw"]
@@ -63,6 +64,8 @@ def momo(
     weight_decay: float = 0.0,
     adapt_lower_bound: bool = False,
     bias_correction: bool = False,
+    mu_dtype: Optional[Any] = None,
+    mask: Optional[Any] = None,
 ) -> optax.GradientTransformationExtraArgs:
   r"""MoMo: SGD with momentum and a model-based adaptive step (Schaipp et al., 2024, Alg. 1).
 
@@ -93,6 +96,11 @@ def momo(
     weight_decay: :math:`\lambda \ge 0`, applied proximally.
     adapt_lower_bound: estimate the lower bound on the fly (MoMo*).
     bias_correction: zero-initialised averages with :math:`\rho_k = 1-\beta^k`.
+    mu_dtype: dtype of the momentum :math:`d_k` (default: the params'). Use ``jnp.float32``
+      with bf16 params.
+    mask: weight decay only where the mask is True: a pytree of bools like params, or a
+      callable ``params -> mask`` (e.g. no decay on biases and norm scales). Masked-out
+      coordinates have :math:`\omega = 1` in the same proximal step (see ``polyak_step``).
 
   Returns:
     An ``optax.GradientTransformationExtraArgs``; call
@@ -115,11 +123,15 @@ def momo(
   common.check_range("momo", "learning_rate", learning_rate, 0.0)
   common.check_range("momo", "beta", beta, 0.0, 1.0)
   common.check_range("momo", "weight_decay", weight_decay, 0.0)
+  common.check_finite("momo", "lower_bound", lower_bound)
+  common.check_bool("momo", "adapt_lower_bound", adapt_lower_bound)
+  common.check_bool("momo", "bias_correction", bias_correction)
 
   def init_fn(params: optax.Params) -> MomoState:
+    common.check_float_params("momo", params)
     return MomoState(
         count=jnp.zeros([], jnp.int32),
-        exp_avg=optax.tree.zeros_like(params),
+        exp_avg=optax.tree.zeros_like(params, dtype=mu_dtype),
         **_scalar_state(params, lower_bound),
     )
 
@@ -146,18 +158,28 @@ def momo(
     gamma = common.ema(state.gamma, common.tree_vdot(grads, params, dt), bt)
     alpha = _learning_rate(learning_rate, state.count, dt)
     wd = common.cast(weight_decay, dt)
+    decay = None if common.is_zero(weight_decay) else common.resolve_mask(mask, params)
+    masked = None
+    if decay is not None:  # per-leaf omega: 1 + alpha lambda where decayed, 1 elsewhere
+      omega = jax.tree.map(lambda m: 1 + alpha * wd if m else jnp.ones([], dt), decay)
+      masked = (common.tree_vdot(exp_avg, jax.tree.map(lambda x, w: x / w, params, omega), dt),
+                common.tree_vdot(exp_avg, jax.tree.map(lambda d, w: d / w, exp_avg, omega), dt))
     tau, lb = common.polyak_step(
         barf=barf, gamma=gamma, iprod=common.tree_vdot(exp_avg, params, dt),
         sq_norm=common.tree_vdot(exp_avg, exp_avg, dt), lb=state.lb,
         lb_floor=common.cast(lower_bound, dt), alpha=alpha, weight_decay=wd, rho=rho,
-        adapt_lower_bound=adapt_lower_bound)
+        adapt_lower_bound=adapt_lower_bound, masked=masked)
     if common.is_zero(weight_decay):
-      updates = jax.tree.map(lambda d: (-tau * d).astype(d.dtype), exp_avg)
-    else:
+      updates = jax.tree.map(lambda d, x: (-tau * d).astype(x.dtype), exp_avg, params)
+    elif decay is None:
       # (x - tau d) / (1 + alpha lambda) - x, written so bf16 params lose no precision.
       updates = jax.tree.map(
           lambda d, x: (-(tau * d + alpha * wd * x) / (1 + alpha * wd)).astype(x.dtype),
           exp_avg, params)
+    else:
+      updates = jax.tree.map(
+          lambda d, x, m: (-(tau * d + alpha * wd * x) / (1 + alpha * wd) if m else -tau * d).astype(x.dtype),
+          exp_avg, params, decay)
     return updates, MomoState(count, exp_avg, barf, gamma, lb, tau)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -172,6 +194,8 @@ def momo_adam(
     weight_decay: float = 0.0,
     adapt_lower_bound: bool = False,
     weight_decay_mode: WeightDecayMode = "divide",
+    mu_dtype: Optional[Any] = None,
+    mask: Optional[Any] = None,
 ) -> optax.GradientTransformationExtraArgs:
   r"""MoMo-Adam: Adam with a model-based adaptive step (Schaipp et al., 2024, Alg. 2).
 
@@ -203,6 +227,10 @@ def momo_adam(
     weight_decay: :math:`\lambda \ge 0`.
     adapt_lower_bound: estimate the lower bound on the fly (MoMo*).
     weight_decay_mode: ``"divide"`` (proximal) or ``"adamw"``.
+    mu_dtype: dtype of both moments :math:`d_k, v_k` (default: the params'). With bf16 params
+      use ``jnp.float32``: :math:`\beta_2 = 0.999` is below bf16's resolution, so a bf16
+      :math:`v_k` cannot decay.
+    mask: weight decay only where True (a pytree of bools like params, or a callable of params).
 
   Returns:
     An ``optax.GradientTransformationExtraArgs``; call
@@ -227,15 +255,18 @@ def momo_adam(
   common.check_range("momo_adam", "b2", b2, 0.0, 1.0)
   common.check_range("momo_adam", "eps", eps, 0.0)
   common.check_range("momo_adam", "weight_decay", weight_decay, 0.0)
+  common.check_finite("momo_adam", "lower_bound", lower_bound)
+  common.check_bool("momo_adam", "adapt_lower_bound", adapt_lower_bound)
   if weight_decay_mode not in ("divide", "adamw"):
-    raise ValueError(
+    raise InputError(
         f"momo_adam: weight_decay_mode must be 'divide' or 'adamw', got {weight_decay_mode!r}")
 
   def init_fn(params: optax.Params) -> MomoAdamState:
+    common.check_float_params("momo_adam", params)
     return MomoAdamState(
         count=jnp.zeros([], jnp.int32),
-        exp_avg=optax.tree.zeros_like(params),
-        exp_avg_sq=optax.tree.zeros_like(params),
+        exp_avg=optax.tree.zeros_like(params, dtype=mu_dtype),
+        exp_avg_sq=optax.tree.zeros_like(params, dtype=mu_dtype),
         **_scalar_state(params, lower_bound),
     )
 
@@ -263,20 +294,34 @@ def momo_adam(
     gamma = common.ema(state.gamma, common.tree_vdot(grads, params, dt), beta1)
     alpha = _learning_rate(learning_rate, state.count, dt)
     wd = common.cast(weight_decay, dt)
+    decay = None if common.is_zero(weight_decay) else common.resolve_mask(mask, params)
+    masked = None
+    if decay is not None:  # per-leaf omega: 1 + alpha lambda where decayed, 1 elsewhere
+      omega = jax.tree.map(lambda m: 1 + alpha * wd if m else jnp.ones([], dt), decay)
+      masked = (
+          common.tree_vdot(exp_avg, jax.tree.map(lambda x, w: x / w, params, omega), dt),
+          common.tree_vdot(exp_avg, jax.tree.map(lambda d, v, w: precond(d, v) / w,
+                                                 exp_avg, exp_avg_sq, omega), dt))
     tau, lb = common.polyak_step(
         barf=barf, gamma=gamma, iprod=common.tree_vdot(exp_avg, params, dt),
         sq_norm=common.tree_vdot(exp_avg, jax.tree.map(precond, exp_avg, exp_avg_sq), dt),
         lb=state.lb, lb_floor=common.cast(lower_bound, dt), alpha=alpha, weight_decay=wd,
-        rho=rho, adapt_lower_bound=adapt_lower_bound)
+        rho=rho, adapt_lower_bound=adapt_lower_bound, masked=masked)
+    plain = lambda d, v, x: -tau * precond(d, v)
     if common.is_zero(weight_decay):
-      step = lambda d, v, x: -tau * precond(d, v)
+      step = plain
     elif weight_decay_mode == "divide":
       # (x - tau d/D) / (1 + alpha lambda) - x, written so bf16 params lose no precision.
       step = lambda d, v, x: -(tau * precond(d, v) + alpha * wd * x) / (1 + alpha * wd)
     else:
       step = lambda d, v, x: -alpha * wd * x - tau * precond(d, v)
-    updates = jax.tree.map(
-        lambda d, v, x: step(d, v, x).astype(x.dtype), exp_avg, exp_avg_sq, params)
+    if decay is None:
+      updates = jax.tree.map(
+          lambda d, v, x: step(d, v, x).astype(x.dtype), exp_avg, exp_avg_sq, params)
+    else:
+      updates = jax.tree.map(
+          lambda d, v, x, m: (step if m else plain)(d, v, x).astype(x.dtype),
+          exp_avg, exp_avg_sq, params, decay)
     return updates, MomoAdamState(count, exp_avg, exp_avg_sq, barf, gamma, lb, tau)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -1,4 +1,4 @@
-"""Learning-rate schedules by name; the trainer passes the result as ``learning_rate``."""
+"""Learning-rate schedules by name; ``jaxlab.optim.config`` passes the result as the learning rate."""
 
 from __future__ import annotations
 
@@ -27,17 +27,3 @@ def warmup_cosine(learning_rate: float, num_steps: int, warmup_steps: int = 100,
                   end_value: float = 0.0) -> optax.Schedule:
   return optax.warmup_cosine_decay_schedule(0.0, learning_rate, min(warmup_steps, num_steps),
                                             num_steps, end_value=end_value)
-
-
-def optimizer_from_config(opt_config: Any, num_steps: int) -> optax.GradientTransformation:
-  """``{"name": ..., "learning_rate": ..., "schedule": "cosine", **kwargs}`` -> optax transform."""
-  from jaxlab.optim.registry import make_optimizer
-  kwargs = dict(opt_config)
-  name = kwargs.pop("name")
-  schedule = kwargs.pop("schedule", "constant")
-  schedule_kwargs = dict(kwargs.pop("schedule_kwargs", {}) or {})
-  if "learning_rate" in kwargs:
-    if kwargs["learning_rate"] < 0:
-      raise ValueError(f"optimizer.learning_rate must be >= 0, got {kwargs['learning_rate']}")
-    kwargs["learning_rate"] = SCHEDULES.get(schedule)(kwargs["learning_rate"], num_steps, **schedule_kwargs)
-  return make_optimizer(name, **kwargs)

@@ -1,4 +1,7 @@
-"""Tasks: data + model + loss + evaluation, built from a config and run by the trainer."""
+"""Tasks: data + model + loss + evaluation, built from a config and run by the trainer.
 
-from jaxlab.tasks.base import TASKS, Task, make_task
-from jaxlab.tasks import classification, two_tower  # noqa: F401  (register their tasks)
+The protocol and the registry live in ``jaxlab.train.task``; the tasks here are registered
+there lazily by name, so importing the trainer imports none of them.
+"""
+
+from jaxlab.train.task import TASKS, Task, make_task

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import ml_collections
 
@@ -10,7 +9,7 @@ from jaxlab.data.batching import batch_indices
 from jaxlab.data.digits import load_digits_split
 from jaxlab.losses import LOSSES
 from jaxlab.models import make_model
-from jaxlab.tasks.base import TASKS, Task
+from jaxlab.train.task import TASKS, Task
 
 
 @TASKS.register("digits_classification")
@@ -29,18 +28,14 @@ def digits_classification(config: ml_collections.ConfigDict) -> Task:
   def init_params(rng):
     return model.init(rng, jnp.zeros((1,) + data["x_train"].shape[1:], jnp.float32))["params"]
 
-  def host_batch(step):
-    idx = batch_indices(len(data["x_train"]), config.batch_size, step, config.seed)
+  def host_batch(step, rows, seed):
+    idx = batch_indices(len(data["x_train"]), config.batch_size, step, seed)[rows]
     return {"x": data["x_train"][idx], "y": data["y_train"][idx]}
 
-  @jax.jit
-  def _eval(params):
-    return loss(model.apply({"params": params}, data["x_test"]), data["y_test"])
+  def evaluate(state, rng):
+    del rng
+    test_loss, metrics = loss(model.apply({"params": state.params}, data["x_test"]), data["y_test"])
+    return {"test_loss": test_loss, "test_accuracy": metrics["accuracy"]}
 
-  def evaluate(params):
-    test_loss, metrics = _eval(params)
-    return {"test_loss": float(test_loss), "test_accuracy": float(metrics["accuracy"])}
-
-  return Task(init_params=init_params, loss_fn=loss_fn, global_batch_size=config.batch_size,
-              host_batch=host_batch, evaluate=evaluate,
+  return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               description=f"digits classification, {config.model.name}")

@@ -7,7 +7,6 @@ prompt templates: CLIP's argmax and OT-CLIP's transductive OT inference (Shi et 
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
@@ -18,7 +17,7 @@ from jaxlab.ot_clip import digits_pairs, ot_zero_shot, zero_shot_predict
 from jaxlab.ot_clip.similarity import l2_normalize
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
-from jaxlab.tasks.base import TASKS, Task
+from jaxlab.train.task import TASKS, Task
 
 
 @TASKS.register("digits_two_tower")
@@ -34,24 +33,20 @@ def digits_two_tower(config: ml_collections.ConfigDict) -> Task:
   def init_params(rng):
     return model.init(rng, jnp.zeros((1, 64)), jnp.zeros((1, prompts.shape[-1]), jnp.int32))["params"]
 
-  def host_batch(step):
-    idx = batch_indices(len(captions), config.batch_size, step, config.seed)
+  def host_batch(step, rows, seed):
+    idx = batch_indices(len(captions), config.batch_size, step, seed)[rows]
     return {"image": data["x_train"][idx], "tokens": captions[idx]}
 
-  @jax.jit
-  def _eval(params):
+  def evaluate(state, rng):
+    del rng
+    params = state.params
     image = model.apply({"params": params}, data["x_test"], method=TwoTower.encode_image)
     text = model.apply({"params": params}, prompts.reshape(-1, prompts.shape[-1]), method=TwoTower.encode_text)
     classes = l2_normalize(text.reshape(prompts.shape[0], prompts.shape[1], -1).mean(1))  # prompt ensemble
     labels = jnp.asarray(data["y_test"])
     argmax_acc = jnp.mean(zero_shot_predict(image, classes) == labels)
     ot_acc = jnp.mean(ot_zero_shot(image, classes, epsilon=config.eval_epsilon) == labels)
-    return argmax_acc, ot_acc
+    return {"zero_shot_accuracy": argmax_acc, "ot_zero_shot_accuracy": ot_acc}
 
-  def evaluate(params):
-    argmax_acc, ot_acc = _eval(params)
-    return {"zero_shot_accuracy": float(argmax_acc), "ot_zero_shot_accuracy": float(ot_acc)}
-
-  return Task(init_params=init_params, loss_fn=loss_fn, global_batch_size=config.batch_size,
-              host_batch=host_batch, evaluate=evaluate,
+  return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               description=f"digits two-tower, {config.loss.name} loss")

@@ -10,21 +10,42 @@ import ml_collections
 def trainer_config(**overrides: Any) -> ml_collections.ConfigDict:
   """A ConfigDict with every key ``jaxlab.train.trainer.train`` reads, set to its default.
 
-  Keys: ``seed``, ``batch_size`` (global), ``num_steps``, ``mesh`` (``((axis, size), ...)``,
-  one size may be -1), ``sharding_rules`` (``((regex over state paths, PartitionSpec axes), ...)``;
-  unmatched leaves are replicated), ``skip_nonfinite``, ``log_every``, ``eval_every``,
-  ``checkpoint_every``.
+  Keys:
+    seed: the run's seed (params init, step rngs, data order).
+    batch_size: global batch size (all processes).
+    num_steps: optimizer steps in all.
+    steps_per_call: steps per jitted call (a ``lax.scan``), for dispatch-bound small models.
+    mesh: ``((axis, size), ...)``; one size may be -1; a ``"data"`` axis is required.
+    sharding_rules: ``((regex over state paths, PartitionSpec axes), ...)``; a rule matching
+      nothing is an error.
+    fsdp_axis / fsdp_min_size: shard unmatched leaves of at least that many elements over this
+      mesh axis ("" for none).
+    runs.seeds / runs.sweep: vmapped runs (see ``jaxlab.train.runs``), sharded over "data".
+    grad_accum_steps, remat, compute_dtype, skip_nonfinite: step options (``train_step_fn``).
+    log_every, eval_every, checkpoint_every: schedules in steps (checked at call boundaries).
+    checkpoint_keep / checkpoint_keep_period: keep policy (newest N, plus every multiple).
+    prefetch: host batches built ahead in a background thread (0 for none).
   """
   c = ml_collections.ConfigDict()
   c.seed = 0
   c.batch_size = 128
   c.num_steps = 1000
+  c.steps_per_call = 1
   c.mesh = (("data", -1), ("model", 1))
   c.sharding_rules = ()
+  c.fsdp_axis = ""
+  c.fsdp_min_size = 1 << 18
+  c.runs = ml_collections.ConfigDict({"seeds": 1, "sweep": ()})
+  c.grad_accum_steps = 1
+  c.remat = "none"
+  c.compute_dtype = "float32"
   c.skip_nonfinite = True
   c.log_every = 50
   c.eval_every = 200
   c.checkpoint_every = 200
+  c.checkpoint_keep = 2
+  c.checkpoint_keep_period = 0
+  c.prefetch = 1
   c.update(overrides)
   return c
 

@@ -1,33 +1,54 @@
 """The one training step every jaxlab method plugs into.
 
-``make_train_step(loss_fn, optimizer)`` returns ``step(state, batch) -> (state, metrics)``,
-jitted with the state's and batch's ``NamedSharding``s and the state donated. The loss sees the
-*global* batch (jit over sharded arrays, not pmap), so a contrastive loss that couples the
-whole batch needs no collectives of its own.
+``train_step_fn(loss_fn, optimizer, ...)`` is the pure step ``(state, batch) -> (state, metrics)``;
+``make_train_step`` jits it with the state's and batch's ``NamedSharding``s and the state donated,
+optionally vmapped over a run axis (seeds, swept hyper-parameters) and scanned over
+``steps_per_call`` steps. The loss sees the *global* batch (jit over sharded arrays, not pmap),
+so a contrastive loss that couples the whole batch needs no collectives of its own.
 
 ``loss_fn(params, batch, rng, extra) -> (loss, metrics)`` where ``extra`` is
-``TrainState.extra`` (target params for a TD loss, ``()`` otherwise).
+``TrainState.extra`` (target params for a TD loss, ``()`` otherwise). With a task's
+``collect(state, rng) -> (state, batch, metrics)`` the batch is made on the device, in the same
+program, before the loss.
+
+Non-finite steps (``skip_nonfinite``): if the loss or any gradient is NaN/inf, params and the
+optimizer's float state (moments, averages) are kept, while ``state.step`` and every integer
+counter of the optimizer state advance. Learning-rate schedules therefore stay aligned with
+``state.step`` whatever was skipped (as with PyTorch's GradScaler + LR scheduler), and the data
+and rng move on. Bias corrections that use the counters (Adam's ``1 - b^k``, MoMo's ``rho_k``)
+count skipped steps too, a negligible effect after the first few steps.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from jaxlab.errors import InputError
 from jaxlab.train.sharding import path_name
 from jaxlab.train.state import TrainState
 
 LossFn = Callable[[Any, Any, jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]
+CollectFn = Callable[[TrainState, jax.Array], tuple[TrainState, Any, dict[str, jax.Array]]]
+Metrics = dict[str, jax.Array]
 
 # Scalar optimizer-state fields surfaced as metrics: MoMo's adaptive step and lower bound, and
 # the learning rate of ``optax.inject_hyperparams``.
 OPT_STATE_METRICS = ("step_size", "lb", "learning_rate")
 
+REMAT_POLICIES = {
+    "none": None,
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_saveable,
+    "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 
-def optimizer_metrics(opt_state: optax.OptState) -> dict[str, jax.Array]:
+
+def optimizer_metrics(opt_state: optax.OptState) -> Metrics:
   """``opt/<field>`` for every scalar field or dict entry of ``opt_state`` named in OPT_STATE_METRICS."""
   out = {}
   for path, leaf in jax.tree_util.tree_flatten_with_path(opt_state)[0]:
@@ -45,12 +66,101 @@ def _all_finite(tree: Any) -> jax.Array:
   return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
 
 
+def _is_int(x: Any) -> bool:
+  return jnp.issubdtype(jnp.result_type(x), jnp.integer)
+
+
+def _keep_floats_advance_counters(new: Any, old: Any) -> Any:
+  """A skipped step's optimizer state: integer leaves (step counters) from ``new``, the rest from ``old``."""
+  return jax.tree.map(lambda n, o: n if _is_int(n) else o.astype(n.dtype), new, old)
+
+
+def _cast_floats(tree: Any, dtype: Any) -> Any:
+  return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(jnp.result_type(x), jnp.floating) else x, tree)
+
+
+def _split_microbatches(batch: Any, num: int) -> Any:
+  """``[B, ...] -> [num, B // num, ...]``, micro-batch ``j`` = rows ``j, j + num, ...``.
+
+  Strided rather than contiguous, so that with the batch sharded over "data" in contiguous
+  blocks every micro-batch is spread over all devices and the split needs no communication.
+  """
+  def split(x):
+    if x.shape[0] % num:
+      raise InputError(f"grad_accum_steps={num} does not divide the batch dimension {x.shape[0]} "
+                       f"of a batch leaf with shape {x.shape}")
+    return jnp.swapaxes(x.reshape((x.shape[0] // num, num) + x.shape[1:]), 0, 1)
+  return jax.tree.map(split, batch)
+
+
+def _check_options(grad_accum_steps: int, remat: str, compute_dtype: str | None, guard: str) -> None:
+  if not isinstance(grad_accum_steps, int) or grad_accum_steps < 1:
+    raise InputError(f"grad_accum_steps must be an integer >= 1, got {grad_accum_steps!r}")
+  if remat not in REMAT_POLICIES:
+    raise InputError(f"remat must be one of {sorted(REMAT_POLICIES)}, got {remat!r}")
+  if compute_dtype is not None and compute_dtype not in COMPUTE_DTYPES:
+    raise InputError(f"compute_dtype must be one of {COMPUTE_DTYPES} (or None), got {compute_dtype!r}")
+  if guard not in ("cond", "select"):
+    raise InputError(f"guard must be 'cond' or 'select', got {guard!r}")
+
+
 def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
                   skip_nonfinite: bool = True,
-                  update_extra: Callable[[TrainState], Any] | None = None
-                  ) -> Callable[[TrainState, Any], tuple[TrainState, dict[str, jax.Array]]]:
-  """The un-jitted step; ``make_train_step`` adds shardings, donation and input checks."""
+                  update_extra: Callable[[TrainState], Any] | None = None,
+                  collect: CollectFn | None = None,
+                  grad_accum_steps: int = 1,
+                  remat: str = "none",
+                  compute_dtype: str | None = None,
+                  guard: Literal["cond", "select"] = "cond",
+                  ) -> Callable[[TrainState, Any], tuple[TrainState, Metrics]]:
+  """The pure step ``(state, batch) -> (state, metrics)``; ``make_train_step`` jits it.
+
+  Args:
+    loss_fn: ``(params, batch, rng, extra) -> (loss, metrics)``.
+    optimizer: an optax transform; a ``GradientTransformationExtraArgs`` (MoMo, polyak_sgd,
+      chains containing them) receives ``value=loss`` (the mean micro-batch loss when
+      accumulating).
+    skip_nonfinite: skip the update when the loss or a gradient is not finite (see the module
+      docstring for what advances) and count it in ``nonfinite_skipped``.
+    update_extra: ``new_state -> extra`` after the update (e.g. a periodic target-network sync).
+    collect: ``(state, rng) -> (state, batch, metrics)`` run first; then ``batch`` is ignored.
+    grad_accum_steps: split the batch into this many micro-batches (strided), accumulate their
+      gradients in a ``lax.scan`` and apply one update; the loss and metrics are the means.
+    remat: ``jax.checkpoint`` policy for the loss: ``"none"``, ``"full"`` (save nothing),
+      ``"dots"``, ``"dots_no_batch"``. Models with blocks gain more from per-block remat.
+    compute_dtype: ``"bfloat16"`` (or ``"float16"``) casts params and floating batch leaves for
+      the loss only; params, gradients and optimizer moments stay in the params' dtype (f32),
+      and the loss and ``grad_norm`` are float32.
+    guard: ``"cond"`` (skip branch not executed) or ``"select"`` (one update, then a select
+      per leaf; what ``cond`` turns into under ``vmap``, without computing the update twice).
+  """
+  _check_options(grad_accum_steps, remat, compute_dtype, guard)
   takes_value = isinstance(optimizer, optax.GradientTransformationExtraArgs)
+  policy = REMAT_POLICIES[remat]
+  loss_for_grad = jax.checkpoint(loss_fn, policy=policy) if remat != "none" else loss_fn
+
+  def loss_in_policy(params, batch, rng, extra):
+    if compute_dtype is not None and compute_dtype != "float32":
+      params, batch = _cast_floats(params, compute_dtype), _cast_floats(batch, compute_dtype)
+    loss, metrics = loss_for_grad(params, batch, rng, extra)
+    return loss.astype(jnp.float32), metrics
+
+  grad_fn = jax.value_and_grad(loss_in_policy, has_aux=True)
+
+  def loss_and_grads(params, batch, rng, extra):
+    if grad_accum_steps == 1:
+      return grad_fn(params, batch, rng, extra)
+    micro = _split_microbatches(batch, grad_accum_steps)
+
+    def body(acc, xs):
+      mb, i = xs
+      out = grad_fn(params, mb, jax.random.fold_in(rng, i), extra)
+      return jax.tree.map(jnp.add, acc, out), None
+
+    first = jax.tree.map(lambda x: x[0], micro)
+    zeros = jax.tree.map(jnp.zeros_like, jax.eval_shape(grad_fn, params, first, rng, extra))
+    total, _ = jax.lax.scan(body, zeros, (micro, jnp.arange(grad_accum_steps)))
+    return jax.tree.map(lambda x: x / grad_accum_steps, total)
 
   def apply_update(operands):
     params, opt_state, grads, loss = operands
@@ -60,29 +170,70 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
       updates, opt_state = optimizer.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state
 
-  def step(state: TrainState, batch: Any) -> tuple[TrainState, dict[str, jax.Array]]:
-    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-        state.params, batch, state.step_rng(), state.extra)
+  def skipped_update(operands):
+    params, opt_state = operands[0], operands[1]
+    new_params, new_opt_state = apply_update(operands)  # only its counters are kept
+    params = jax.tree.map(lambda o, n: o.astype(n.dtype), params, new_params)
+    return params, _keep_floats_advance_counters(new_opt_state, opt_state)
+
+  def step(state: TrainState, batch: Any = None) -> tuple[TrainState, Metrics]:
+    rng = state.step_rng()
+    collect_metrics: Metrics = {}
+    if collect is not None:
+      collect_rng, rng = jax.random.split(rng)
+      state, batch, collect_metrics = collect(state, collect_rng)
+    (loss, metrics), grads = loss_and_grads(state.params, batch, rng, state.extra)
     operands = (state.params, state.opt_state, grads, loss)
     skipped = state.nonfinite_skipped
-    if skip_nonfinite:
-      # cond, not a select over every leaf: with donation the skipped branch is free.
-      ok = jnp.isfinite(loss) & _all_finite(grads)
-      out_types = jax.eval_shape(apply_update, operands)
-      keep = lambda ops: jax.tree.map(lambda x, t: x.astype(t.dtype), (ops[0], ops[1]), out_types)
-      params, opt_state = jax.lax.cond(ok, apply_update, keep, operands)
-      skipped = skipped + (~ok).astype(jnp.int32)
-    else:
+    if not skip_nonfinite:
       params, opt_state = apply_update(operands)
+    else:
+      ok = jnp.isfinite(loss) & _all_finite(grads)
+      if guard == "cond":  # with donation the skip branch costs nothing unless taken
+        params, opt_state = jax.lax.cond(ok, apply_update, skipped_update, operands)
+      else:
+        new_params, new_opt_state = apply_update(operands)
+        params = jax.tree.map(lambda n, o: jnp.where(ok, n, o.astype(n.dtype)), new_params, state.params)
+        opt_state = jax.tree.map(lambda n, o: n if _is_int(n) else jnp.where(ok, n, o.astype(n.dtype)),
+                                 new_opt_state, state.opt_state)
+      skipped = skipped + (~ok).astype(jnp.int32)
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
                               nonfinite_skipped=skipped)
     if update_extra is not None:
       new_state = new_state.replace(extra=update_extra(new_state))
-    metrics = {**metrics, "loss": loss, "grad_norm": optax.tree.norm(grads),
+    grad_norm = optax.tree.norm(_cast_floats(grads, jnp.float32))
+    metrics = {**collect_metrics, **metrics, "loss": loss, "grad_norm": grad_norm,
                "nonfinite_skipped": skipped, **optimizer_metrics(opt_state)}
     return new_state, metrics
 
   return step
+
+
+def reduce_over_steps(metrics: Metrics) -> Metrics:
+  """Metrics stacked over the steps of one call ``[K, ...]`` -> the mean (floats) or last (ints)."""
+  return {k: v[-1] if _is_int(v) else jnp.mean(v, axis=0) for k, v in metrics.items()}
+
+
+def multi_step_fn(step: Callable[[TrainState, Any], tuple[TrainState, Metrics]], *,
+                  steps_per_call: int = 1, vmap_runs: bool = False, batched_data: bool = True,
+                  ) -> Callable[[TrainState, Any], tuple[TrainState, Metrics]]:
+  """Wraps a step: ``vmap`` over a leading run axis, then ``lax.scan`` over ``steps_per_call`` steps.
+
+  Batches are ``[steps_per_call?, runs?, B, ...]`` (each prefix only when used); with
+  ``batched_data=False`` (a ``collect`` task) pass ``None``. Metrics are ``[runs?]`` scalars:
+  the mean over the call's steps, the last value for integer counters.
+  """
+  if not isinstance(steps_per_call, int) or steps_per_call < 1:
+    raise InputError(f"steps_per_call must be an integer >= 1, got {steps_per_call!r}")
+  one = jax.vmap(step, in_axes=(0, 0 if batched_data else None)) if vmap_runs else step
+  if steps_per_call == 1:
+    return one
+
+  def program(state: TrainState, batches: Any) -> tuple[TrainState, Metrics]:
+    state, metrics = jax.lax.scan(lambda s, b: one(s, b), state, batches, length=steps_per_call)
+    return state, reduce_over_steps(metrics)
+
+  return program
 
 
 def _shape_mismatches(expected: Any, got: Any) -> list[str]:
@@ -99,22 +250,29 @@ def _shape_mismatches(expected: Any, got: Any) -> list[str]:
 
 
 class TrainStep:
-  """A jitted step that checks each batch against the shapes it was built for.
+  """A jitted step that checks its inputs before dispatch.
 
-  Without the check a wrongly-shaped batch would silently recompile (or fail deep in XLA).
+  A wrongly-shaped batch would otherwise silently recompile (or fail deep in XLA), and a state
+  whose buffers the previous call donated would crash some jaxlib versions.
   """
 
-  def __init__(self, fn: Callable, batch_spec: Any | None):
+  def __init__(self, fn: Callable, batch_spec: Any | None, takes_batch: bool = True):
     self._fn = fn
     self.batch_spec = batch_spec
+    self.takes_batch = takes_batch
 
-  def __call__(self, state: TrainState, batch: Any) -> tuple[TrainState, dict[str, jax.Array]]:
+  def __call__(self, state: TrainState, batch: Any = None) -> tuple[TrainState, Metrics]:
+    if any(isinstance(x, jax.Array) and x.is_deleted() for x in jax.tree.leaves(state)):
+      raise InputError("this train state was donated to an earlier step call and its buffers are "
+                       "deleted; use the state that call returned (state, metrics = step(state, batch))")
+    if not self.takes_batch:
+      return self._fn(state, None)
     if self.batch_spec is None:
       self.batch_spec = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), batch)
     else:
       problems = _shape_mismatches(self.batch_spec, batch)
       if problems:
-        raise ValueError("batch does not match the train step's batch spec:\n  " + "\n  ".join(problems))
+        raise InputError("batch does not match the train step's batch spec: " + "; ".join(problems))
     return self._fn(state, batch)
 
   @property
@@ -126,6 +284,11 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
                     state_sharding: Any = None, batch_sharding: Any = None,
                     batch_spec: Any = None, skip_nonfinite: bool = True,
                     update_extra: Callable[[TrainState], Any] | None = None,
+                    collect: CollectFn | None = None,
+                    grad_accum_steps: int = 1, remat: str = "none",
+                    compute_dtype: str | None = None,
+                    steps_per_call: int = 1, vmap_runs: bool = False,
+                    guard: Literal["auto", "cond", "select"] = "auto",
                     donate: bool = True) -> TrainStep:
   """Builds the jitted, sharded train step.
 
@@ -133,24 +296,36 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
     loss_fn: ``(params, batch, rng, extra) -> (loss, metrics)``; sees the global batch.
     optimizer: an optax transform. If it is a ``GradientTransformationExtraArgs`` (MoMo,
       ``optax.polyak_sgd``, chains containing them), ``update`` receives ``value=loss``.
-    state_sharding: pytree of ``NamedSharding`` for the ``TrainState`` (see ``tree_shardings``);
-      ``None`` lets jit place it.
+    state_sharding: pytree of ``NamedSharding`` for the ``TrainState`` (see ``tree_shardings``;
+      with ``vmap_runs`` the leading run axis included); ``None`` lets jit place it.
     batch_sharding: ``NamedSharding`` (or pytree of them) for the batch, usually over "data".
-    batch_spec: pytree of ``ShapeDtypeStruct``; batches that differ raise a ``ValueError``
+    batch_spec: pytree of ``ShapeDtypeStruct``; batches that differ raise an ``InputError``
       naming expected vs got. ``None`` records the first batch's.
-    skip_nonfinite: if the loss or any gradient is not finite, keep params and optimizer state
-      unchanged and count the step in ``metrics["nonfinite_skipped"]``.
-    update_extra: ``new_state -> extra`` run after the update (e.g. periodic target-network sync).
+    skip_nonfinite, update_extra, collect, grad_accum_steps, remat, compute_dtype: see
+      ``train_step_fn``.
+    steps_per_call: run this many steps per call in a ``lax.scan`` (batches stacked on a
+      leading axis); for small models whose steps are bound by dispatch.
+    vmap_runs: the state (and batch) carry a leading run axis, one independent run each
+      (seeds, swept hyper-parameters); shard it over "data" to run them side by side.
+    guard: how ``skip_nonfinite`` selects; ``"auto"`` is ``"select"`` under ``vmap_runs``
+      (where ``cond`` would compute the update twice) and ``"cond"`` otherwise.
     donate: donate the old state's buffers.
 
   Returns:
-    A ``TrainStep``: ``step(state, batch) -> (new_state, metrics)``; metrics are scalars,
-    including ``loss``, ``grad_norm``, ``nonfinite_skipped`` and ``opt/step_size``, ``opt/lb``
-    where the optimizer state has them.
+    A ``TrainStep``: ``step(state, batch) -> (new_state, metrics)`` (``step(state)`` with
+    ``collect``); metrics are scalars (``[runs]`` under ``vmap_runs``), including ``loss``,
+    ``grad_norm``, ``nonfinite_skipped`` and ``opt/step_size``, ``opt/lb`` where the optimizer
+    state has them.
   """
-  step = train_step_fn(loss_fn, optimizer, skip_nonfinite=skip_nonfinite, update_extra=update_extra)
+  if guard == "auto":
+    guard = "select" if vmap_runs else "cond"
+  step = train_step_fn(loss_fn, optimizer, skip_nonfinite=skip_nonfinite, update_extra=update_extra,
+                       collect=collect, grad_accum_steps=grad_accum_steps, remat=remat,
+                       compute_dtype=compute_dtype, guard=guard)
+  program = multi_step_fn(step, steps_per_call=steps_per_call, vmap_runs=vmap_runs,
+                          batched_data=collect is None)
   jit_kwargs: dict[str, Any] = {"donate_argnums": (0,) if donate else ()}
   if state_sharding is not None or batch_sharding is not None:
-    jit_kwargs["in_shardings"] = (state_sharding, batch_sharding)
+    jit_kwargs["in_shardings"] = (state_sharding, batch_sharding if collect is None else None)
     jit_kwargs["out_shardings"] = (state_sharding, None)
-  return TrainStep(jax.jit(step, **jit_kwargs), batch_spec)
+  return TrainStep(jax.jit(program, **jit_kwargs), batch_spec, takes_batch=collect is None)

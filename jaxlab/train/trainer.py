@@ -1,29 +1,40 @@
 """The trainer: one readable loop around the one train step.
 
-Sections: workdir, mesh, task (input, model, loss), optimizer, sharding, state (init or
-restore), step, loop (log, eval, checkpoint), summary.
+Sections: workdir, mesh, task and optimizer, runs, sharding, state (init or restore), step,
+input, loop (log, eval, checkpoint, preemption), summary. Every method trains through here:
+host data (``Task.host_batch``) or data made on the device (``Task.collect``), one run or many
+vmapped runs, one step per call or ``steps_per_call`` steps in a ``lax.scan``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import tqdm
 
-from jaxlab import tasks as tasks_lib
-from jaxlab.optim.schedules import optimizer_from_config
+from jaxlab.errors import DivergedError, InputError
+from jaxlab.optim.config import optimizer_from_config
+from jaxlab.train import input_pipeline
 from jaxlab.train import sharding as sharding_lib
 from jaxlab.train.checkpoint import Checkpointer, abstract_like
 from jaxlab.train.mesh import make_mesh
 from jaxlab.train.metrics_writer import MetricsWriter
+from jaxlab.train.preemption import PreemptionWatcher
+from jaxlab.train.runs import make_runs_init, runs_from_config
 from jaxlab.train.state import TrainState, make_init_fn
-from jaxlab.train.step import make_train_step
+from jaxlab.train.step import TrainStep, make_train_step
+from jaxlab.train.task import Task, make_task
+from jaxlab.train.validate import validate_trainer_config
+
+_EVAL_STREAM = 0x65766C  # folded into a run's key: evaluation draws never reuse a step's
 
 
 @dataclasses.dataclass
@@ -41,11 +52,40 @@ def ensure_writable(workdir: str) -> None:
       f.write("ok")
     os.remove(probe)
   except OSError as e:
-    raise PermissionError(f"workdir {workdir!r} is not writable: {e.strerror or e}") from None
+    raise InputError(f"workdir {workdir!r} is not writable: {e.strerror or e}") from None
 
 
-def _count(tree: Any) -> int:
-  return int(sum(np.prod(x.shape) for x in jax.tree.leaves(tree)))
+def count_params(params: Any, run_axis: bool = False) -> int:
+  """Parameters of one run (a leading run axis is not counted)."""
+  return int(sum(np.prod(x.shape[1:] if run_axis else x.shape) for x in jax.tree.leaves(params)))
+
+
+def _crossed(before: int, after: int, every: int) -> bool:
+  return after // every > before // every
+
+
+def _host(x: Any) -> Any:
+  x = np.asarray(x)
+  return x.item() if x.ndim == 0 else x
+
+
+class _Timer:
+  """Train time between log points, excluding compilation, evaluation and checkpoints."""
+
+  def __init__(self, step: int):
+    self.reset(step)
+
+  def reset(self, step: int) -> None:
+    self.start, self.step, self.excluded, self.excluded_steps = time.perf_counter(), step, 0.0, 0
+
+  def exclude(self, seconds: float, steps: int = 0) -> None:
+    self.excluded += seconds
+    self.excluded_steps += steps
+
+  def rate(self, step: int) -> float:
+    elapsed = time.perf_counter() - self.start - self.excluded
+    steps = step - self.step - self.excluded_steps
+    return steps / elapsed if steps > 0 and elapsed > 0 else float("nan")
 
 
 def train(config: ml_collections.ConfigDict, workdir: str, *,
@@ -54,93 +94,206 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
   """Trains ``config`` in ``workdir``, resuming from its latest checkpoint if there is one.
 
   Args:
-    config: an experiment config (see ``configs/``).
+    config: an experiment config (see ``configs/`` and ``jaxlab.train.config``).
     workdir: checkpoints, ``metrics.jsonl`` and TensorBoard files go here.
     devices: devices for the mesh (default: all); tests pass a subset.
     stop_after: stop after this global step without a final checkpoint, as if the job were
-      killed there (for time-sliced jobs and for testing resumption).
+      killed there (for testing resumption).
     progress: show a tqdm bar.
   """
-  # Workdir.
+  # Workdir and config.
+  validate_trainer_config(config)
   ensure_writable(workdir)
 
   # Mesh.
   mesh = make_mesh(config.mesh, devices)
-  sharding_lib.check_batch_divisible(config.batch_size, mesh)
+  if "data" not in mesh.shape:
+    raise InputError(f"the mesh needs a 'data' axis (size 1 for no data parallelism); got axes {tuple(mesh.shape)}")
 
-  # Task: input, model, loss.
-  task = tasks_lib.make_task(config)
-  optimizer = optimizer_from_config(config.optimizer, config.num_steps)
-  init_fn = make_init_fn(task.init_params, optimizer, task.init_extra)
+  # Task and optimizer; runs.
+  task = make_task(config)
+  runs = runs_from_config(config)
+  optimizer = optimizer_from_config(config.optimizer, config.num_steps,
+                                    swept=tuple(runs.hparams) if runs else ())
+  init_fn = make_init_fn(task.init_params, optimizer, task.init_extra, task.init_data)
+  if runs is not None:
+    init = make_runs_init(init_fn, runs)
+    init_args: tuple = ()
+    if runs.size % mesh.shape["data"]:
+      raise InputError(f"{runs.size} runs cannot be sharded over the 'data' mesh axis of size "
+                       f"{mesh.shape['data']}; use a multiple of it (or mesh=(('data', 1), ...))")
+  else:
+    init, init_args = init_fn, (jax.random.key(config.seed),)
+    sharding_lib.check_batch_divisible(config.batch_size, mesh)
 
   # Sharding: rules apply to the whole state, so optimizer moments follow their parameters.
-  rng = jax.random.key(config.seed)
-  abstract_state = jax.eval_shape(init_fn, rng)
-  state_sharding = sharding_lib.tree_shardings(abstract_state, mesh, config.sharding_rules)
-  batch_sharding = sharding_lib.batch_sharding(mesh)
+  abstract_state = jax.eval_shape(init, *init_args)
+  sharding_lib.check_rules_match(abstract_state, config.sharding_rules)
+  state_sharding = sharding_lib.tree_shardings(
+      abstract_state, mesh, config.sharding_rules, fsdp_axis=config.fsdp_axis or None,
+      fsdp_min_size=config.fsdp_min_size, run_axis="data" if runs is not None else None)
+  report = sharding_lib.sharding_report(abstract_state, state_sharding, config.sharding_rules)
+  K = config.steps_per_call
 
-  # State: restore the latest checkpoint, or initialise already sharded.
-  ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), config.checkpoint_every)
-  start = ckpt.latest_step()
-  if start is not None:
-    state = ckpt.restore(abstract_like(abstract_state, state_sharding))
-  else:
-    state = jax.jit(init_fn, out_shardings=state_sharding)(rng)
-  start = int(state.step)
+  def batch_sharding_for(k: int) -> jax.sharding.NamedSharding:
+    lead = [None] * (k > 1)
+    spec = lead + (["data", None] if runs is not None else ["data"])
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*spec))
 
-  # Step.
-  local_spec = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
-      (config.batch_size,) + x.shape[1:], x.dtype), task.host_batch(0))
-  train_step = make_train_step(task.loss_fn, optimizer, state_sharding=state_sharding,
-                               batch_sharding=batch_sharding, batch_spec=local_spec,
-                               skip_nonfinite=config.skip_nonfinite, update_extra=task.update_extra)
+  # State: restore the latest readable checkpoint, or initialise already sharded.
+  ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), config.checkpoint_every,
+                      keep=config.checkpoint_keep, keep_period=config.checkpoint_keep_period or None,
+                      config=config.to_dict())
+  try:
+    if ckpt.latest_step() is not None:
+      state, _ = ckpt.restore(abstract_like(abstract_state, state_sharding))
+    else:
+      state = jax.jit(init, out_shardings=state_sharding)(*init_args)
+    start = int(np.asarray(jax.device_get(state.step)).reshape(-1)[0])
 
-  # Loop.
-  writer = MetricsWriter(workdir, resume_step=start)
-  end = config.num_steps if stop_after is None else min(config.num_steps, stop_after)
-  bar = tqdm.tqdm(total=config.num_steps, initial=start, disable=not progress or jax.process_index() != 0,
-                  desc=config.get("name", config.task), dynamic_ncols=True)
-  t0, last_log_time, last_log_step = time.perf_counter(), time.perf_counter(), start
-  evals: dict[str, float] = {}
-  metrics: dict[str, Any] = {}
-  steps_per_sec = float("nan")
-  with jax.set_mesh(mesh):
-    for step in range(start, end):
-      batch = sharding_lib.host_to_global(task.host_batch(step), batch_sharding)
-      state, metrics = train_step(state, batch)
-      done = step + 1
-      if done % config.log_every == 0 or done == config.num_steps:
-        metrics = jax.device_get(metrics)
-        now = time.perf_counter()
-        steps_per_sec = (done - last_log_step) / max(now - last_log_time, 1e-9)
-        last_log_time, last_log_step = now, done
-        row = {**metrics, "steps_per_sec": steps_per_sec}
-        if task.evaluate is not None and (done % config.eval_every == 0 or done == config.num_steps):
-          evals = task.evaluate(state.params)
-          row.update(evals)
-        writer.write(done, row)
-        bar.set_postfix(loss=f"{float(metrics['loss']):.4f}", steps_per_s=f"{steps_per_sec:.1f}")
-      bar.update(1)
-      ckpt.maybe_save(done, state, final=done == config.num_steps)
-  bar.close()
-  ckpt.close()
-  writer.close()
+    # Step: one program per number of steps per call (the last call may run fewer).
+    programs: dict[int, TrainStep] = {}
+    first_call: set[int] = set()
 
+    def program(k: int) -> TrainStep:
+      if k not in programs:
+        spec = None
+        if task.host_batch is not None:
+          spec = input_pipeline.batch_spec(task.host_batch, config.batch_size,
+                                           leading=(k,) * (k > 1) + ((runs.size,) if runs else ()),
+                                           seed=config.seed)
+        programs[k] = make_train_step(
+            task.loss_fn, optimizer, state_sharding=state_sharding,
+            batch_sharding=batch_sharding_for(k), batch_spec=spec,
+            skip_nonfinite=config.skip_nonfinite, update_extra=task.update_extra,
+            collect=task.collect, grad_accum_steps=config.grad_accum_steps, remat=config.remat,
+            compute_dtype=None if config.compute_dtype == "float32" else config.compute_dtype,
+            steps_per_call=k, vmap_runs=runs is not None)
+        first_call.add(k)
+      return programs[k]
+
+    # Input: host batches for calls, built from the batch sharding, one call ahead.
+    end = config.num_steps if stop_after is None else min(config.num_steps, stop_after)
+    call_starts = list(range(start, end, K))
+
+    def make_batch(call_start: int) -> Any:
+      if task.host_batch is None:
+        return None
+      k = min(K, end - call_start)
+      seeds = list(runs.seeds) if runs is not None else [config.seed]
+      spec = programs[k].batch_spec if k in programs else program(k).batch_spec
+      return input_pipeline.assemble(task.host_batch, range(call_start, call_start + k), seeds,
+                                     config.batch_size, batch_sharding_for(k), spec,
+                                     step_axis=k > 1, run_axis=runs is not None)
+
+    prefetch = input_pipeline.Prefetcher(make_batch, depth=config.prefetch if task.host_batch else 0)
+
+    # Evaluation: its own schedule; one run's state -> scalars, vmapped over runs.
+    evaluate = None
+    if task.evaluate is not None:
+      def eval_one(s: TrainState) -> dict[str, jax.Array]:
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.wrap_key_data(s.rng), _EVAL_STREAM), s.step)
+        return task.evaluate(s, key)
+      evaluate = jax.jit(jax.vmap(eval_one) if runs is not None else eval_one, in_shardings=(state_sharding,))
+
+    # Loop.
+    writer = MetricsWriter(workdir, resume_step=start)
+    bar = tqdm.tqdm(total=config.num_steps, initial=start, disable=not progress or jax.process_index() != 0,
+                    desc=config.get("name", config.task), dynamic_ncols=True)
+    timer = _Timer(start)
+    t0 = time.perf_counter()
+    last_train: dict[str, Any] = writer.last_row(require="loss") or {}
+    last_eval: dict[str, Any] = {}
+    if evaluate is not None:
+      eval_keys = sorted(jax.eval_shape(evaluate, state))
+      last_eval = {k: v for k, v in (writer.last_row(require=eval_keys[0]) or {}).items() if k in eval_keys}
+    steps_per_sec = float("nan")
+    skipped_at_log = _skipped(state)
+    log_step = start
+    preempted = None
+    with jax.set_mesh(mesh), PreemptionWatcher(ckpt) as watcher:
+      for i, call_start in enumerate(call_starts):
+        k = min(K, end - call_start)
+        step_fn = program(k)
+        batch = prefetch.get(call_start, call_starts[i + 1] if i + 1 < len(call_starts) else None)
+        t_call = time.perf_counter()
+        state, metrics = step_fn(state, batch)
+        done = call_start + k
+        if k in first_call:  # compilation is not training time
+          jax.block_until_ready(metrics)
+          first_call.discard(k)
+          timer.exclude(time.perf_counter() - t_call, k)
+        row: dict[str, Any] = {}
+        if _crossed(call_start, done, config.log_every) or done == config.num_steps:
+          metrics = jax.tree.map(_host, jax.device_get(metrics))
+          steps_per_sec = timer.rate(done)
+          row.update(metrics, steps_per_sec=steps_per_sec,
+                     **{f"{u}_per_sec": steps_per_sec * n for u, n in task.throughput.items()})
+          _check_not_all_skipped(metrics, skipped_at_log, log_step, done)
+          skipped_at_log, log_step = metrics["nonfinite_skipped"], done
+          last_train = row.copy()
+          bar.set_postfix(loss=f"{np.mean(metrics['loss']):.4f}", steps_per_s=f"{steps_per_sec:.1f}")
+          timer.reset(done)
+        if evaluate is not None and (_crossed(call_start, done, config.eval_every) or done == config.num_steps):
+          t = time.perf_counter()
+          last_eval = jax.tree.map(_host, jax.device_get(evaluate(state)))
+          row.update(last_eval)
+          timer.exclude(time.perf_counter() - t)
+        if row:
+          writer.write(done, row)
+        bar.update(k)
+        t = time.perf_counter()
+        if _crossed(call_start, done, config.checkpoint_every) or done == config.num_steps:
+          ckpt.maybe_save(done, state, final=True)
+        if watcher.should_stop(done):
+          ckpt.maybe_save(done, state, final=True)
+          preempted = done
+          break
+        timer.exclude(time.perf_counter() - t)
+    bar.close()
+    prefetch.close()
+    writer.close()
+  finally:
+    ckpt.close()
+
+  steps = int(np.asarray(jax.device_get(state.step)).reshape(-1)[0])
   summary = {
       "task": task.description,
       "optimizer": config.optimizer.name,
       "devices": f"{mesh.devices.size} x {jax.devices()[0].platform}",
       "mesh": dict(mesh.shape),
-      "parameters": _count(state.params),
-      "steps": int(state.step),
-      "final_loss": float(metrics["loss"]) if metrics else float("nan"),
-      "nonfinite_skipped": int(state.nonfinite_skipped),
-      "steps_per_sec": steps_per_sec,
+      "runs": runs.size if runs is not None else 1,
+      "parameters": count_params(state.params, run_axis=runs is not None),
+      "state_bytes_per_device": report.per_device_bytes,
+      "steps": steps,
+      "final_loss": last_train.get("loss", float("nan")),
+      "nonfinite_skipped": _host(jax.device_get(state.nonfinite_skipped)),
+      "steps_per_sec": last_train.get("steps_per_sec", steps_per_sec),
+      **{k: v for k, v in last_train.items() if k.endswith("_per_sec") and k != "steps_per_sec"},
       "wall_time_s": time.perf_counter() - t0,
-      **{k: float(v) for k, v in (metrics or {}).items() if k.startswith("opt/")},
-      **evals,
+      **{k: v for k, v in last_train.items() if k.startswith("opt/")},
+      **last_eval,
   }
+  if preempted is not None:
+    summary["stopped"] = f"preempted at step {preempted} (checkpoint saved; rerun to resume)"
+  elif steps < config.num_steps:
+    summary["stopped"] = f"early at step {steps} of {config.num_steps} (--stop_after; rerun to resume)"
   return TrainResult(state=state, summary=summary)
+
+
+def _skipped(state: TrainState) -> Any:
+  return _host(jax.device_get(state.nonfinite_skipped))
+
+
+def _check_not_all_skipped(metrics: dict[str, Any], skipped_before: Any, step_before: int, step: int) -> None:
+  """Every step since the last log non-finite (in every run): stop and say so, don't run on."""
+  steps = step - step_before
+  newly = np.asarray(metrics["nonfinite_skipped"]) - np.asarray(skipped_before)
+  if steps >= 2 and np.all(newly >= steps):
+    raise DivergedError(
+        f"every step from {step_before} to {step} had a non-finite loss or gradient and was skipped "
+        f"(loss={metrics.get('loss')}); check the learning rate and the data. Checkpoints before step "
+        f"{step_before + 1} are intact.")
 
 
 def run_experiments(config: ml_collections.ConfigDict, workdir: str, **kwargs: Any) -> dict[str, dict]:

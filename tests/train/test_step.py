@@ -9,6 +9,7 @@ import optax
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from jaxlab.errors import InputError
 from jaxlab.train import TrainState, batch_sharding, make_mesh, make_train_step, tree_shardings
 
 
@@ -77,19 +78,51 @@ def test_plain_transform_and_no_recompile_on_second_call():
   assert int(state.step) == 3
 
 
-def test_nonfinite_loss_skips_update_and_counts_it():
-  def loss_fn(params, batch, rng, extra):
-    loss, m = _linear_loss(params, batch, rng, extra)
-    return jnp.where(batch["poison"], jnp.nan, loss), m
+def _poisonable_loss(params, batch, rng, extra):
+  loss, m = _linear_loss(params, batch, rng, extra)
+  return jnp.where(batch["poison"], jnp.nan, loss), m
 
+
+@pytest.mark.parametrize("guard", ["cond", "select"])
+def test_nonfinite_step_keeps_params_and_moments_but_advances_counters(guard):
   opt = optax.adam(0.1)
-  step = make_train_step(loss_fn, opt)
+  step = make_train_step(_poisonable_loss, opt, guard=guard)
   batch = _linear_problem()
   state, _ = step(_state(opt), {**batch, "poison": np.array(False)})
-  before = jax.tree.map(np.asarray, (state.params, state.opt_state))
+  before = jax.tree.map(np.asarray, state)
   state, metrics = step(state, {**batch, "poison": np.array(True)})
   assert int(metrics["nonfinite_skipped"]) == 1 and int(state.step) == 2
-  jax.tree.map(np.testing.assert_array_equal, before, (state.params, state.opt_state))
+  np.testing.assert_array_equal(before.params["w"], state.params["w"])
+  np.testing.assert_array_equal(before.opt_state[0].mu["w"], state.opt_state[0].mu["w"])
+  np.testing.assert_array_equal(before.opt_state[0].nu["w"], state.opt_state[0].nu["w"])
+  assert int(state.opt_state[0].count) == 2  # the counter follows state.step
+
+
+def test_schedule_stays_aligned_with_the_step_after_skips():
+  """Skipped steps advance the optimizer's counters: the schedule is evaluated at state.step."""
+  schedule = optax.linear_schedule(1.0, 0.0, 10)
+  opt = optax.inject_hyperparams(optax.sgd)(learning_rate=schedule)
+  step = make_train_step(_poisonable_loss, opt)
+  state, batch = _state(opt), _linear_problem()
+  for i in range(6):
+    state, metrics = step(state, {**batch, "poison": np.array(i in (1, 2, 4))})
+  assert int(metrics["nonfinite_skipped"]) == 3
+  assert int(state.opt_state.count) == int(state.step) == 6
+  # The last (unskipped) step used the rate for count 5, as a run without skips would.
+  np.testing.assert_allclose(metrics["opt/learning_rate"], schedule(5), rtol=1e-6)
+
+
+def test_select_guard_equals_cond_guard_over_a_run_with_skips():
+  opt = optax.adam(0.05)
+  batch = _linear_problem()
+  out = {}
+  for guard in ("cond", "select"):
+    step = make_train_step(_poisonable_loss, opt, guard=guard)
+    state = _state(opt)
+    for i in range(8):
+      state, _ = step(state, {**batch, "poison": np.array(i % 3 == 1)})
+    out[guard] = jax.tree.map(np.asarray, state)
+  jax.tree.map(np.testing.assert_array_equal, out["cond"], out["select"])
 
 
 def test_wrong_batch_shape_names_expected_and_got():
@@ -98,7 +131,7 @@ def test_wrong_batch_shape_names_expected_and_got():
   step = make_train_step(_linear_loss, opt, batch_spec=jax.tree.map(
       lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), batch))
   bad = {"x": batch["x"][:, :3], "y": batch["y"]}
-  with pytest.raises(ValueError, match=r"batch\['x'\]: expected float32\[32, 4\], got float32\[32, 3\]"):
+  with pytest.raises(InputError, match=r"batch\['x'\]: expected float32\[32, 4\], got float32\[32, 3\]"):
     step(_state(opt), bad)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from configs import digits_clip, digits_mlp
+from jaxlab.errors import InputError
 from jaxlab.train.trainer import train
 
 
@@ -80,7 +81,7 @@ def test_batch_not_divisible_by_data_axis_names_both_numbers(tmp_path):
 def test_unwritable_workdir_fails_before_training(tmp_path):
   blocker = tmp_path / "file"
   blocker.write_text("not a directory")
-  with pytest.raises(PermissionError, match="not writable"):
+  with pytest.raises(InputError, match="not writable"):
     train(_config(), str(blocker / "sub"), progress=False)
 
 

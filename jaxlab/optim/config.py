@@ -1,0 +1,145 @@
+"""An optax transform from a config's ``optimizer`` block.
+
+::
+
+  optimizer = {
+      "name": "adamw",                 # OPTIMIZERS
+      "learning_rate": 1e-3,           # goes to the optimizer's own learning-rate argument
+      "schedule": "warmup_cosine",     # SCHEDULES; refused where that argument takes no schedule
+      "schedule_kwargs": {"warmup_steps": 100},
+      "weight_decay": 1e-4,
+      "weight_decay_mask": "no_bias_norm",   # no decay on 1-d leaves (biases, norm scales)
+      "chain": (("clip_by_global_norm", {"max_norm": 1.0}),),   # GRADIENT_TRANSFORMS, applied first
+      # any other key: a keyword argument of the optimizer (unknown ones are an error)
+  }
+
+``swept`` names hyper-parameters that differ between vmapped runs: the optimizer is then built
+with ``optax.inject_hyperparams`` so that they live in its state (``set_hyperparams``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Sequence
+
+import jax
+import optax
+
+from jaxlab.errors import InputError
+from jaxlab.optim.registry import OPTIMIZERS
+from jaxlab.optim.schedules import SCHEDULES
+from jaxlab.registry import Registry
+
+# The argument that takes the learning rate, where it is not ``learning_rate``; and the
+# optimizers whose learning-rate argument cannot be a schedule.
+LR_ARG = {"polyak_sgd": "max_learning_rate"}
+NO_SCHEDULE = {"polyak_sgd"}
+
+GRADIENT_TRANSFORMS: Registry = Registry("gradient transform")
+GRADIENT_TRANSFORMS.register("clip_by_global_norm")(optax.clip_by_global_norm)
+GRADIENT_TRANSFORMS.register("clip")(optax.clip)
+GRADIENT_TRANSFORMS.register("adaptive_grad_clip")(optax.adaptive_grad_clip)
+GRADIENT_TRANSFORMS.register("zero_nans")(optax.zero_nans)
+GRADIENT_TRANSFORMS.register("centralize")(optax.centralize)
+
+WEIGHT_DECAY_MASKS: dict[str, Callable[[Any], Any] | None] = {
+    "all": None,
+    # Biases and norm scales/offsets are the 1-d leaves of every jaxlab model.
+    "no_bias_norm": lambda params: jax.tree.map(lambda p: p.ndim > 1, params),
+}
+
+_CONFIG_KEYS = ("name", "learning_rate", "schedule", "schedule_kwargs", "weight_decay_mask", "chain")
+
+
+def _parameters(fn: Callable) -> dict[str, inspect.Parameter]:
+  return dict(inspect.signature(fn).parameters)
+
+
+def _check_kwargs(kind: str, name: str, fn: Callable, kwargs: dict[str, Any]) -> None:
+  params = _parameters(fn)
+  if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+    return
+  unknown = sorted(set(kwargs) - set(params))
+  if unknown:
+    raise InputError(f"{kind} {name!r} has no argument(s) {unknown}; valid: {sorted(params)}")
+
+
+def _chain(spec: Any) -> list[optax.GradientTransformation]:
+  out = []
+  for i, entry in enumerate(spec or ()):
+    if not (isinstance(entry, (tuple, list)) and len(entry) == 2 and isinstance(entry[0], str)):
+      raise InputError(f"optimizer.chain[{i}] must be (name, {{kwargs}}), got {entry!r}")
+    name, kwargs = entry[0], dict(entry[1] or {})
+    fn = GRADIENT_TRANSFORMS.get(name)
+    _check_kwargs("gradient transform", name, fn, kwargs)
+    out.append(fn(**kwargs))
+  return out
+
+
+def optimizer_from_config(opt_config: Any, num_steps: int, swept: Sequence[str] = ()
+                          ) -> optax.GradientTransformation:
+  """``{"name": ..., "learning_rate": ..., "schedule": ..., ...}`` -> an optax transform."""
+  kwargs = dict(opt_config)
+  if "name" not in kwargs:
+    raise InputError(f"optimizer config needs a 'name'; valid names: {', '.join(OPTIMIZERS.names())}")
+  name = kwargs.pop("name")
+  factory = OPTIMIZERS.get(name)
+  schedule = kwargs.pop("schedule", "constant")
+  schedule_kwargs = dict(kwargs.pop("schedule_kwargs", {}) or {})
+  mask_name = kwargs.pop("weight_decay_mask", "all") or "all"
+  chain = _chain(kwargs.pop("chain", ()))
+  lr_arg = LR_ARG.get(name, "learning_rate")
+
+  if "learning_rate" in kwargs and lr_arg != "learning_rate":
+    kwargs[lr_arg] = kwargs.pop("learning_rate")
+  if lr_arg in kwargs:
+    lr = kwargs[lr_arg]
+    if not isinstance(lr, (int, float)) or not lr >= 0 or lr != lr or lr == float("inf"):
+      raise InputError(f"optimizer.learning_rate must be a finite number >= 0, got {lr!r}")
+    if schedule != "constant" and name in NO_SCHEDULE:
+      raise InputError(f"optimizer {name!r} takes no schedule for its {lr_arg}; use schedule='constant'")
+    if schedule != "constant" and lr_arg in swept:
+      raise InputError(f"a swept {lr_arg} needs schedule='constant', got schedule={schedule!r}")
+    sched_fn = SCHEDULES.get(schedule)
+    _check_kwargs("schedule", schedule, sched_fn, {"learning_rate": lr, "num_steps": num_steps, **schedule_kwargs})
+    kwargs[lr_arg] = sched_fn(lr, num_steps, **schedule_kwargs)
+  elif schedule != "constant":
+    raise InputError(f"optimizer.schedule={schedule!r} needs optimizer.learning_rate")
+
+  if mask_name not in WEIGHT_DECAY_MASKS:
+    raise InputError(f"optimizer.weight_decay_mask must be one of {sorted(WEIGHT_DECAY_MASKS)}, got {mask_name!r}")
+  mask = WEIGHT_DECAY_MASKS[mask_name]
+  if mask is not None:
+    if "mask" not in _parameters(factory):
+      raise InputError(f"optimizer {name!r} takes no weight-decay mask (weight_decay_mask={mask_name!r})")
+    kwargs["mask"] = mask
+
+  _check_kwargs("optimizer", name, factory, kwargs)
+  missing = sorted(set(swept) - set(kwargs))
+  if missing:
+    raise InputError(f"swept optimizer hyper-parameter(s) {missing} must be set in the optimizer config "
+                     f"(it has {sorted(kwargs)})")
+  if swept:
+    static = [k for k in kwargs if k not in swept]
+    opt = optax.inject_hyperparams(factory, static_args=static)(**kwargs)
+  else:
+    opt = factory(**kwargs)
+  return optax.chain(*chain, opt) if chain else opt
+
+
+def set_hyperparams(opt_state: Any, values: dict[str, Any]) -> Any:
+  """Sets ``inject_hyperparams`` hyper-parameters (by name) wherever they occur in ``opt_state``."""
+  found = set()
+
+  def replace(path, leaf):
+    keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]
+    if len(keys) >= 2 and keys[-2] == "hyperparams" and keys[-1] in values:
+      found.add(keys[-1])
+      return jax.numpy.asarray(values[keys[-1]], leaf.dtype)
+    return leaf
+
+  out = jax.tree_util.tree_map_with_path(replace, opt_state)
+  if set(values) - found:
+    raise InputError(f"hyper-parameter(s) {sorted(set(values) - found)} are not in the optimizer state "
+                     "(build it with optimizer_from_config(..., swept=...))")
+  return out

@@ -1,0 +1,83 @@
+"""The task protocol: what a method gives the trainer (init, loss, data, evaluation).
+
+A task is built from a config by name (``config.task``) through ``TASKS``. Tasks register either
+with the decorator or lazily as ``"module:function"`` strings, so that importing the trainer
+imports no method package (and needs none of the ``rl`` / ``pde`` extras)::
+
+  from jaxlab.train.task import TASKS, Task
+
+  @TASKS.register("my_task")
+  def my_task(config) -> Task:
+    ...
+
+Data reaches the loss in one of two ways:
+
+* ``host_batch(step, rows, seed)``: numpy rows of global batch ``step`` built on the host. A pure
+  function of its arguments, so that a resumed run sees the same data; ``rows`` are the indices
+  (into the global batch) this process needs, taken from the batch sharding, so that each process
+  of a multi-host run materialises only the rows its devices hold.
+* ``collect(state, rng) -> (state, batch, metrics)``: runs on the device, inside the same jitted
+  program, before the loss (e.g. environment steps, replay-buffer writes and a replay sample).
+  It reads and writes ``state.data_state`` (created by ``init_data``), which is checkpointed
+  with the rest of the train state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import ml_collections
+import numpy as np
+
+from jaxlab.registry import Registry
+from jaxlab.train.step import CollectFn, LossFn
+from jaxlab.train.state import TrainState
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """A method's plug into the one train step.
+
+  Attributes:
+    init_params: ``rng -> params``.
+    loss_fn: ``(params, batch, rng, extra) -> (loss, metrics)`` on the global batch.
+    host_batch: ``(step, rows, seed) -> numpy pytree`` with ``len(rows)`` rows: rows ``rows`` of
+      global batch ``step`` of the run seeded ``seed``. Exactly one of ``host_batch`` and
+      ``collect`` is given.
+    collect: ``(state, rng) -> (state, batch, metrics)``, on the device, before the loss.
+    init_data: ``(params, rng) -> data_state`` for ``collect`` (environment states, buffer).
+    evaluate: ``(state, rng) -> {name: scalar}``, a pure jit-able function of one run's state;
+      the trainer jits it (vmapped over runs) on its own schedule, ``eval_every``.
+    init_extra / update_extra: extra train state the loss reads (e.g. DQN target params) and
+      its update after each step (``new_state -> extra``).
+    throughput: ``{unit: count per step}``, e.g. ``{"frames": 32}``; the trainer logs
+      ``<unit>_per_sec`` beside ``steps_per_sec``.
+    description: one line for the summary table.
+  """
+  init_params: Callable[[jax.Array], Any]
+  loss_fn: LossFn
+  host_batch: Callable[[int, np.ndarray, int], Any] | None = None
+  collect: CollectFn | None = None
+  init_data: Callable[[Any, jax.Array], Any] | None = None
+  evaluate: Callable[[TrainState, jax.Array], dict[str, jax.Array]] | None = None
+  init_extra: Callable[[Any], Any] | None = None
+  update_extra: Callable[[TrainState], Any] | None = None
+  throughput: dict[str, float] = dataclasses.field(default_factory=dict)
+  description: str = ""
+
+  def __post_init__(self):
+    if (self.host_batch is None) == (self.collect is None):
+      raise TypeError("a Task needs exactly one of host_batch (host data) and collect (device data)")
+    if self.init_data is not None and self.collect is None:
+      raise TypeError("Task.init_data is only used with collect")
+
+
+TASKS: Registry = Registry("task")
+TASKS.register_lazy("digits_classification", "jaxlab.tasks.classification:digits_classification")
+TASKS.register_lazy("digits_two_tower", "jaxlab.tasks.two_tower:digits_two_tower")
+
+
+def make_task(config: ml_collections.ConfigDict) -> Task:
+  return TASKS.get(config.task)(config)

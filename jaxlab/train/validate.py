@@ -1,0 +1,35 @@
+"""Cheap checks of the trainer's config values, before any compute: one clear line each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxlab.errors import InputError
+from jaxlab.train.step import COMPUTE_DTYPES, REMAT_POLICIES
+
+
+def _int(config: Any, key: str, low: int) -> None:
+  value = config.get(key)
+  if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    raise InputError(f"{key} must be an integer >= {low}, got {value!r}")
+
+
+def validate_trainer_config(config: Any) -> None:
+  """Raises ``InputError`` naming the first bad trainer key (see ``jaxlab.train.config``)."""
+  for key in ("task", "optimizer", "batch_size", "num_steps", "mesh"):
+    if key not in config:
+      raise InputError(f"the config has no {key!r} key (see jaxlab.train.config.trainer_config)")
+  _int(config, "seed", 0)
+  for key in ("batch_size", "num_steps", "log_every", "eval_every", "checkpoint_every",
+              "steps_per_call", "grad_accum_steps", "checkpoint_keep"):
+    if key in config:
+      _int(config, key, 1)
+  for key in ("prefetch", "checkpoint_keep_period"):
+    if key in config:
+      _int(config, key, 0)
+  if config.get("remat", "none") not in REMAT_POLICIES:
+    raise InputError(f"remat must be one of {sorted(REMAT_POLICIES)}, got {config.get('remat')!r}")
+  if config.get("compute_dtype", "float32") not in COMPUTE_DTYPES:
+    raise InputError(f"compute_dtype must be one of {COMPUTE_DTYPES}, got {config.get('compute_dtype')!r}")
+  if not isinstance(config.get("skip_nonfinite", True), bool):
+    raise InputError(f"skip_nonfinite must be True or False, got {config.get('skip_nonfinite')!r}")
