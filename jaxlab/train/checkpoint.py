@@ -51,10 +51,11 @@ def _structure_differences(metadata_tree: Any, abstract: Any, limit: int = 4) ->
   saved = {path_name(p): getattr(m, "shape", None)
            for p, m in jax.tree_util.tree_flatten_with_path(metadata_tree)[0]}
   here = {path_name(p): tuple(x.shape) for p, x in jax.tree_util.tree_flatten_with_path(abstract)[0]}
-  out = [f"{k} missing from the checkpoint" for k in sorted(set(here) - set(saved))]
-  out += [f"{k} in the checkpoint but not in this run" for k in sorted(set(saved) - set(here))]
-  out += [f"{k} has shape {tuple(saved[k])} there, {here[k]} here" for k in sorted(set(here) & set(saved))
-          if saved[k] is not None and tuple(saved[k]) != here[k]]
+  params_first = lambda keys: sorted(keys, key=lambda k: (not k.startswith("params/"), k))
+  out = [f"{k} has shape {tuple(saved[k])} there, {here[k]} here" for k in params_first(set(here) & set(saved))
+         if saved[k] is not None and tuple(saved[k]) != here[k]]
+  out += [f"{k} missing from the checkpoint" for k in params_first(set(here) - set(saved))]
+  out += [f"{k} in the checkpoint but not in this run" for k in params_first(set(saved) - set(here))]
   return out[:limit]
 
 
@@ -83,7 +84,8 @@ class Checkpointer:
     self._manager = ocp.CheckpointManager(
         self.directory,
         options=ocp.CheckpointManagerOptions(max_to_keep=keep, keep_period=keep_period, create=True,
-                                             save_interval_steps=1))
+                                             save_interval_steps=1),
+        item_handlers={"state": ocp.StandardCheckpointHandler(), "config": ocp.JsonCheckpointHandler()})
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
@@ -174,7 +176,8 @@ def restore_params(directory: str, abstract_params: Any, step: int | None = None
   state and everything else in the checkpoint are not read.
   """
   directory = os.path.abspath(directory)
-  manager = ocp.CheckpointManager(directory)
+  manager = ocp.CheckpointManager(directory, item_handlers={"state": ocp.PyTreeCheckpointHandler(),
+                                                            "config": ocp.JsonCheckpointHandler()})
   try:
     step = manager.latest_step() if step is None else step
     if step is None:

@@ -17,6 +17,7 @@ import optax
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from jaxlab.errors import InputError
 from jaxlab.optim import MomoAdamState, MomoState, make_optimizer, momo, momo_adam
 
 _REF = np.load(pathlib.Path(__file__).parents[1] / "data" / "momo_reference.npz")
@@ -335,3 +336,59 @@ def test_trains_through_the_shared_train_step_on_8_devices():
   for _ in range(30):
     p, s = by_hand(p, s)
   np.testing.assert_allclose(state.params["w1"], p["w1"], rtol=1e-4, atol=1e-5)
+
+
+def test_f32_moments_with_bf16_params_let_the_second_moment_decay():
+  """With bf16 moments v cannot decay (0.999 is below bf16's resolution); mu_dtype=f32 fixes it."""
+  params = {"w": jnp.ones(3, jnp.bfloat16)}
+  out = {}
+  for mu_dtype in (None, jnp.float32):
+    opt = momo_adam(learning_rate=1e-3, mu_dtype=mu_dtype)
+    state = opt.init(params)
+    p = params
+    u, state = opt.update({"w": jnp.full(3, 1.0, jnp.bfloat16)}, state, p, value=jnp.asarray(1.0))
+    for _ in range(200):
+      u, state = opt.update({"w": jnp.zeros(3, jnp.bfloat16)}, state, p, value=jnp.asarray(1.0))
+    out[mu_dtype] = float(state.exp_avg_sq["w"][0])
+    assert u["w"].dtype == jnp.bfloat16
+  np.testing.assert_allclose(out[jnp.float32], 1e-3 * 0.999 ** 200, rtol=1e-4)   # 8.19e-4
+  assert out[None] > 9.9e-4                                                      # stuck near 1e-3
+
+
+@pytest.mark.parametrize("factory", [momo, momo_adam])
+def test_all_true_mask_equals_no_mask_and_all_false_equals_no_decay(factory):
+  params = {"a": jnp.linspace(-1.0, 1.0, 6).reshape(2, 3), "b": jnp.linspace(0.5, 1.5, 3)}
+  grads = jax.tree.map(lambda x: jnp.cos(3 * x), params)
+
+  def run(**kw):
+    opt = factory(learning_rate=0.5, **kw)
+    state = opt.init(params)
+    p = params
+    for i in range(5):
+      u, state = opt.update(grads, state, p, value=jnp.asarray(2.0 - 0.1 * i))
+      p = optax.apply_updates(p, u)
+    return p
+
+  full = run(weight_decay=0.3)
+  chex_close = lambda a, b: jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6), a, b)
+  chex_close(run(weight_decay=0.3, mask={"a": True, "b": True}), full)
+  chex_close(run(weight_decay=0.3, mask=lambda p: {"a": False, "b": False}), run())
+  partial = run(weight_decay=0.3, mask={"a": True, "b": False})
+  assert not np.allclose(partial["a"], run()["a"]) and not np.allclose(partial["b"], full["b"])
+
+
+@pytest.mark.parametrize("build,match", [
+    (lambda: momo(lower_bound=float("nan")), "lower_bound must be finite, got nan"),
+    (lambda: momo(adapt_lower_bound="no"), "adapt_lower_bound must be True or False, got 'no'"),
+    (lambda: momo_adam(adapt_lower_bound=1), "adapt_lower_bound must be True or False, got 1"),
+    (lambda: momo(learning_rate=float("inf")), "learning_rate must be a finite number >= 0.0, got inf"),
+    (lambda: momo(learning_rate="fast"), "learning_rate must be a number, got 'fast'"),
+])
+def test_more_bad_hyperparameters(build, match):
+  with pytest.raises(InputError, match=match):
+    build()
+
+
+def test_integer_params_are_refused():
+  with pytest.raises(InputError, match="params must be floating point, got a int32 leaf"):
+    momo().init({"w": jnp.ones(3, jnp.int32)})

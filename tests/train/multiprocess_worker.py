@@ -3,7 +3,7 @@
 import os
 import sys
 
-process_id, port, workdir, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+process_id, port, workdir, out, mesh = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 os.environ["JAX_PLATFORMS"] = "cpu"
 
@@ -20,7 +20,9 @@ from jaxlab.train.trainer import train  # noqa: E402
 
 config = digits_mlp.get_config("tiny")
 config.batch_size = 64
-config.mesh = (("data", 4), ("model", 2))
+# "data_outer": each process holds half the batch rows; "model_outer": the "data" axis lies inside
+# each process, so every process holds every row (for its model shard).
+config.mesh = (("data", 4), ("model", 2)) if mesh == "data_outer" else (("model", 2), ("data", 4))
 result = train(config, workdir, progress=False)
 assert jax.process_count() == 2 and jax.device_count() == 8
 params = jax.tree.map(lambda x: np.asarray(jax.experimental.multihost_utils.process_allgather(x, tiled=True)),

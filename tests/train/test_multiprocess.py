@@ -7,6 +7,7 @@ import sys
 
 import jax
 import numpy as np
+import pytest
 
 from configs import digits_mlp
 from jaxlab.train.trainer import train
@@ -20,10 +21,11 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def test_two_processes_match_one_process(tmp_path):
+@pytest.mark.parametrize("mesh", ["data_outer", "model_outer"])
+def test_two_processes_match_one_process(tmp_path, mesh):
   port, out = str(_free_port()), str(tmp_path / "params.npz")
   env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-  procs = [subprocess.Popen([sys.executable, WORKER, str(i), port, str(tmp_path / "mp"), out], env=env,
+  procs = [subprocess.Popen([sys.executable, WORKER, str(i), port, str(tmp_path / "mp"), out, mesh], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
   logs = [p.communicate(timeout=300)[0] for p in procs]
   assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-4000:]
