@@ -30,7 +30,8 @@ from ml_collections import config_flags
 
 from jaxlab.data.digits import load_digits_split
 from jaxlab.models.registry import make_model
-from jaxlab.optim import make_optimizer
+from jaxlab.optim import OPTIMIZERS, set_hyperparams
+from jaxlab.train import TrainState, make_train_step
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/momo_lr_sweep.py", "Sweep config.")
 _REPORT_ONLY = flags.DEFINE_bool("report_only", False, "Only rebuild table and plot from JSON.")
@@ -47,9 +48,11 @@ def load_problem(cfg: ml_collections.ConfigDict, prob: ml_collections.ConfigDict
   return {k: jnp.asarray(v) for k, v in data.items()}
 
 
-def build_optimizer(method: ml_collections.ConfigDict, lr: jax.Array) -> optax.GradientTransformationExtraArgs:
-  opt = make_optimizer(method.optimizer, **{method.lr_arg: lr}, **method.kwargs.to_dict())
-  return optax.with_extra_args_support(opt)  # so every update may receive value=loss
+def build_optimizer(method: ml_collections.ConfigDict) -> optax.GradientTransformationExtraArgs:
+  """The method with its learning-rate argument injected, so each run holds its own rate."""
+  factory = OPTIMIZERS.get(method.optimizer)
+  kwargs = {method.lr_arg: 1.0, **method.kwargs.to_dict()}
+  return optax.inject_hyperparams(factory, static_args=[k for k in kwargs if k != method.lr_arg])(**kwargs)
 
 
 def _scalar_fields(state: Any, name: str) -> list[jax.Array]:
@@ -61,31 +64,43 @@ def make_sweep(model, method: ml_collections.ConfigDict, data: dict, steps: int,
                vmap_runs: bool = True):
   """``(lrs[L], seeds[S]) -> metrics[L, S]`` for all ``L x S`` training runs.
 
-  One jitted step drives every run from a Python loop over steps: XLA:CPU runs these convs
-  ~20x slower inside ``lax.scan``. Runs are vmapped together, or with ``vmap_runs=False`` run one
-  after another (vmapping a conv over its weights makes a grouped conv, ~3x slower per run).
-  The learning rate is a traced argument, so each method compiles once.
+  Every run trains through the shared step (``jaxlab.train.make_train_step``), the runs vmapped
+  together (``vmap_runs``) or, for CNNs, one after another (vmapping a conv over its weights
+  makes a grouped conv, ~3x slower per run on CPU). Minibatches are drawn on the device by the
+  step's ``collect`` from the run's seed and step. One jitted call per step from a Python loop:
+  XLA:CPU runs these convs ~20x slower inside ``lax.scan``. The learning rate lives in the
+  optimizer state (``inject_hyperparams``), so each method compiles once. No non-finite guard:
+  a sweep must see divergence.
   """
   x, y, n = data["x_train"], data["y_train"], data["x_train"].shape[0]
+  opt = build_optimizer(method)
+  lr_arg = method.lr_arg
 
   def xent(params, xb, yb):
     logits = model.apply({"params": params}, xb)
     return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
 
+  def loss_fn(params, batch, rng, extra):
+    del rng, extra
+    return xent(params, batch["x"], batch["y"]), {}
+
+  def collect(state, rng):
+    del rng  # the study's own stream: batch i of a run is drawn from fold_in(key(seed), i + 1)
+    key = jax.random.fold_in(jax.random.wrap_key_data(state.data_state), state.step + 1)
+    idx = jax.random.randint(key, (batch_size,), 0, n)
+    return state, {"x": x[idx], "y": y[idx]}, {}
+
   def init(lr, seed):
-    params = model.init(jax.random.fold_in(jax.random.key(seed), 0), x[:1])["params"]
-    return params, build_optimizer(method, lr).init(params)
+    key = jax.random.key(seed)
+    params = model.init(jax.random.fold_in(key, 0), x[:1])["params"]
+    state = TrainState.create(params, opt, key, data_state=jax.random.key_data(key))
+    return state.replace(opt_state=set_hyperparams(state.opt_state, {lr_arg: lr}))
 
-  def step(params, state, lr, seed, i):
-    idx = jax.random.randint(jax.random.fold_in(jax.random.key(seed), i + 1), (batch_size,), 0, n)
-    loss, grads = jax.value_and_grad(xent)(params, x[idx], y[idx])
-    updates, state = build_optimizer(method, lr).update(grads, state, params, value=loss)
-    return optax.apply_updates(params, updates), state, loss
-
-  def evaluate(params, state, recent_loss):
+  def evaluate(state, recent_loss):
+    params = state.params
     finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(p)) for p in jax.tree.leaves(params)]))
     logits = model.apply({"params": params}, data["x_test"])
-    lbs, taus = _scalar_fields(state, "lb"), _scalar_fields(state, "step_size")
+    lbs, taus = _scalar_fields(state.opt_state, "lb"), _scalar_fields(state.opt_state, "step_size")
     return {
         "test_acc": 100.0 * jnp.mean(jnp.argmax(logits, -1) == data["y_test"]),
         "train_loss": xent(params, x, y),  # on the (possibly noisy) training labels
@@ -95,19 +110,19 @@ def make_sweep(model, method: ml_collections.ConfigDict, data: dict, steps: int,
         "step_size": taus[0] if taus else jnp.nan,
     }
 
-  batch = (lambda f, axes: jax.vmap(f, in_axes=axes)) if vmap_runs else (lambda f, axes: f)
-  init_j = jax.jit(batch(init, (0, 0)))
-  step_j = jax.jit(batch(step, (0, 0, 0, 0, None)), donate_argnums=(0, 1))
-  eval_j = jax.jit(batch(evaluate, (0, 0, 0)))
+  batch = (lambda f: jax.vmap(f)) if vmap_runs else (lambda f: f)
+  init_j = jax.jit(batch(init))
+  step = make_train_step(loss_fn, opt, collect=collect, skip_nonfinite=False, vmap_runs=vmap_runs)
+  eval_j = jax.jit(batch(evaluate))
 
   def train(lr, seed):
-    params, state = init_j(lr, seed)
+    state = init_j(lr, seed)
     recent = []
     for i in range(steps):
-      params, state, loss = step_j(params, state, lr, seed, i)
+      state, metrics = step(state)
       if i >= steps - 20:
-        recent.append(loss)
-    return eval_j(params, state, jnp.mean(jnp.stack(recent), axis=0))
+        recent.append(metrics["loss"])
+    return eval_j(state, jnp.mean(jnp.stack(recent), axis=0))
 
   def sweep(lrs, seeds):
     lr_grid = jnp.repeat(lrs, seeds.size)

@@ -260,16 +260,26 @@ class TrainStep:
     self._fn = fn
     self.batch_spec = batch_spec
     self.takes_batch = takes_batch
+    self._spec: tuple[Any, list] | None = None
 
   def __call__(self, state: TrainState, batch: Any = None) -> tuple[TrainState, Metrics]:
-    if any(isinstance(x, jax.Array) and x.is_deleted() for x in jax.tree.leaves(state)):
+    first = jax.tree.leaves(state)[:1]  # a donated state has every buffer deleted; one tells
+    if first and isinstance(first[0], jax.Array) and first[0].is_deleted():
       raise InputError("this train state was donated to an earlier step call and its buffers are "
                        "deleted; use the state that call returned (state, metrics = step(state, batch))")
     if not self.takes_batch:
       return self._fn(state, None)
+    leaves, treedef = jax.tree.flatten(batch)
     if self.batch_spec is None:
-      self.batch_spec = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), batch)
-    else:
+      self.batch_spec = jax.tree.unflatten(treedef, [jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
+                                                     for x in leaves])
+      self._spec = (treedef, [(s.shape, s.dtype) for s in jax.tree.leaves(self.batch_spec)])
+    elif self._spec is None:
+      self._spec = (jax.tree.structure(self.batch_spec), [(tuple(s.shape), jnp.dtype(s.dtype))
+                                                          for s in jax.tree.leaves(self.batch_spec)])
+    spec_def, spec_leaves = self._spec
+    if treedef != spec_def or any(tuple(x.shape) != shape or x.dtype != dtype
+                                  for x, (shape, dtype) in zip(leaves, spec_leaves)):
       problems = _shape_mismatches(self.batch_spec, batch)
       if problems:
         raise InputError("batch does not match the train step's batch spec: " + "; ".join(problems))
