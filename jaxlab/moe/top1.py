@@ -89,8 +89,8 @@ def top1_moe(params: Params, x: jax.Array, *, capacity_factor: float = 1.0
   expert = jnp.argmax(probs, axis=-1)  # [b, m]
   gate = jnp.max(probs, axis=-1)  # [b, m]; differentiable path to the router
   chosen = jax.nn.one_hot(expert, n, dtype=x.dtype)  # [b, m, n]
-  position = jnp.cumsum(chosen, axis=1) - 1.0  # place in its expert's queue, token order
-  kept = chosen * (position < c)
+  position = jnp.cumsum(chosen.astype(jnp.int32), axis=1) - 1  # place in its expert's queue
+  kept = chosen * (position < c)  # the first c tokens (in token order) of each expert
   dispatch = kept[..., None] * jax.nn.one_hot(position, c, dtype=x.dtype)  # [b, m, n, c]
   expert_in = jnp.einsum("bmnc,bmd->nbcd", dispatch, x).reshape(n, b * c, d)
   expert_out = experts_lib.apply_experts(params["experts"], expert_in).reshape(n, b, c, d)
@@ -103,7 +103,7 @@ def top1_moe(params: Params, x: jax.Array, *, capacity_factor: float = 1.0
   }
   stats = {
       "expert_load": jnp.mean(routed, axis=0),
-      "dropped_fraction": 1.0 - jnp.sum(kept) / (b * m),
+      "dropped_fraction": jnp.sum(chosen - kept) / (b * m),
       "router_entropy": jnp.mean(-jnp.sum(probs * jnp.log(jnp.maximum(probs, 1e-30)), -1))
                         / (math.log(n) if n > 1 else 1.0),
   }

@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import flax.linen as nn
@@ -101,8 +102,7 @@ class QNetwork(nn.Module):
 
 def count_params(tree: Any) -> int:
   """Number of scalars in a parameter pytree (arrays or ShapeDtypeStructs)."""
-  return int(sum(int(jnp.size(x)) if hasattr(x, "size") else 0
-                 for x in jax.tree_util.tree_leaves(tree)))
+  return int(sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(tree)))
 
 
 def param_count(obs_shape: Sequence[int], **network_kwargs) -> int:
