@@ -7,20 +7,23 @@ it exists because the straightforward einsum version (and its autodiff backward)
 slower than a dense layer of the same FLOPs on XLA:CPU. What makes it fast (NOTES_moe.md has
 the measurements):
 
-* One exponential for both softmaxes. ``E = exp(L - rowmax)`` is the unnormalised combine
-  weight; the dispatch weight is ``E[m,s] w[m] / Sd[s]`` with ``w = exp(rowmax - max rowmax)``,
-  so ``w`` folds into the tokens and the normalisers come out of the contractions.
-* Normalise after contracting: ``X~ = (w x)^T E / Sd`` and ``Y = (E F) / Sc`` divide [b, s, d]
-  and [b, m, d] arrays instead of [b, m, s] weights; the backward never forms ``D`` or ``C``.
-* One router-gradient contraction: ``dL = E * ([dB | w x] [F | dA]^T + dSc + w dSd)`` (K = 2d).
+* Normalisers from the contractions: combine weights ``E = exp(L - rowmax)`` and dispatch
+  weights ``exp(L - colmax)`` stay unnormalised; the dispatch normaliser is an extra row of the
+  dispatch contraction and the combine normaliser is fused into the exponential's pass.
+* Normalise after contracting: ``X~ = x^T E_d / Sd`` and ``Y = (E F) / Sc`` divide [b, s, d]
+  and [b, m, d] arrays instead of [b, m, s] weights; the backward never forms ``D`` or ``C``,
+  and the router gradient ``E * (dB F^T + dSc) + E_d * (x dA + dSd)`` is one fused pass.
 * Every contraction is laid out as ``[.., M, K] x [.., K, N]`` or ``[.., M, K] x [.., N, K]``
   (the forms XLA:CPU hands to its fast matmul library); small transposes are materialised
   behind ``optimization_barrier`` so XLA does not fold them back into slow transposed dots.
 
-The single exponential is exact as long as, in every sample, each slot's best logit is within
-~69 of the sample's best logit (else ``Sd`` underflows). That is checked on the fly; batches
-that fail it take the straightforward two-softmax path (:func:`_reference`), forward and
-backward, so results never silently degrade.
+Optionally (``single_exp``) one exponential serves both softmaxes: the dispatch weight is
+``E[m,s] w[m] / Sd[s]`` with ``w = exp(rowmax - max rowmax)`` folded into the tokens, and the
+router gradient needs one K = 2d contraction
+``E * ([dB | w x] [F^T ; dA] + dSc + w dSd)``. It is exact only while, in every sample, each slot's
+best logit is within ~80 of the sample's best logit (else ``Sd`` underflows to 0 and those slots
+get NaN inputs); guarding it with ``lax.cond`` cost more than the second exponential saves, so it
+is opt-in rather than automatic.
 
 Notation (as in vmoe's soft_moe/router.py):
   b: batch (groups), m: tokens per group, d: token dim, n: experts, p: slots per expert,
@@ -34,9 +37,6 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax import lax
-
-# Sd >= this keeps every dispatch normaliser a normal float32 (and far from underflow).
-_MIN_DISPATCH_NORMALISER = 1e-30
 
 
 def _swap(a: jax.Array) -> jax.Array:
@@ -55,20 +55,6 @@ def _slots_to_experts(a: jax.Array, n: int) -> jax.Array:
   b, k, s = a.shape
   p = s // n
   return a.reshape(b, k, n, p).transpose(2, 1, 0, 3).reshape(n, k, b * p)
-
-
-def _reference(xl, phi2, x, w1, b1, w2, b2):
-  """Straightforward Soft MoE (two softmaxes), used when the single-exponential path cannot be."""
-  b, m, d = x.shape
-  n = w1.shape[0]
-  s = phi2.shape[1]
-  logits = (xl.reshape(b * m, d) @ phi2).reshape(b, m, s)
-  dispatch = jax.nn.softmax(logits, axis=1)
-  combine = jax.nn.softmax(logits, axis=2)
-  slots = jnp.einsum("bms,bmd->bsd", dispatch, x).reshape(b, n, s // n, d)
-  hidden = jax.nn.relu(jnp.einsum("bnpd,ndh->bnph", slots, w1) + b1[None, :, None])
-  out = jnp.einsum("bnph,nhd->bnpd", hidden, w2) + b2[None, :, None]
-  return jnp.einsum("bms,bsd->bmd", combine, out.reshape(b, s, d))
 
 
 def _fast_forward(xl, phi2, x, w1, b1, w2, b2, single_exp):
@@ -151,8 +137,8 @@ def soft_moe_mix(xl, phi2, x, w1, b1, w2, b2, single_exp=False):
     phi2: [d, n*p] router weights (``phi`` reshaped; already normalised/scaled if asked).
     x: [b, m, d] tokens that are dispatched.
     w1, b1, w2, b2: expert MLP weights [n, d, h], [n, h], [n, h, d], [n, d].
-    single_exp: one exponential for both softmaxes (faster; exact only while every slot's best
-      logit is within ~80 of its sample's best logit, else those slots get NaN inputs).
+    single_exp: one exponential for both softmaxes (see the module docstring; faster, exact only
+      while every slot's best logit is within ~80 of its sample's best logit).
 
   Returns:
     [b, m, d] outputs.

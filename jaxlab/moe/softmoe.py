@@ -18,8 +18,6 @@ Parameters::
 from __future__ import annotations
 
 import math
-from typing import Optional
-
 import jax
 import jax.numpy as jnp
 
@@ -102,7 +100,8 @@ def soft_moe(params: Params, x: jax.Array, *, normalize: bool = False,
 
   Runs through a kernel with a hand-written backward (``_soft_moe_kernel``) that is equal to
   :func:`soft_moe_einsum` but several times faster on CPU. ``single_exponential`` uses one
-  exponential for both softmaxes (faster still, exact while logits in a sample span < ~80).
+  exponential for both softmaxes (faster still, exact only while logits in a sample span < ~80;
+  beyond that slots get NaN inputs, so it is off by default).
 
   The stats (see :func:`soft_moe_stats`) are computed under ``stop_gradient``; under ``jit``
   they cost nothing unless used.
