@@ -1,1 +1,22 @@
-"""Mixture-of-experts layers: Soft MoE (Puigcerver et al., ICLR 2024) and a Top-1 MoE baseline."""
+"""Mixture-of-experts layers: Soft MoE (Puigcerver et al., ICLR 2024) and a Top-1 MoE baseline.
+
+Pure functions (``soft_moe``, ``top1_moe`` and their ``init_*``) over parameter dicts with the
+expert axis leading (``experts/{w1,b1,w2,b2}``); flax linen modules in ``jaxlab.moe.modules`` and
+haiku modules in ``jaxlab.moe.haiku_modules`` wrap the same functions.
+"""
+
+from jaxlab.moe.experts import apply_experts, init_experts
+from jaxlab.moe.modules import SoftMoE, Top1MoE
+from jaxlab.moe.softmoe import (init_router, init_soft_moe, num_slots, soft_moe,
+                                 soft_moe_einsum, soft_moe_stats)
+from jaxlab.moe.top1 import capacity, init_top1_moe, top1_moe
+
+# Sharding rule for expert parallelism: every expert parameter (and its optimizer moments) has
+# the expert axis first; use with jaxlab.train.sharding.tree_shardings.
+EXPERT_PARALLEL_RULES = ((r"experts/", ("expert",)),)
+
+__all__ = [
+    "EXPERT_PARALLEL_RULES", "SoftMoE", "Top1MoE", "apply_experts", "capacity", "init_experts",
+    "init_router", "init_soft_moe", "init_top1_moe", "num_slots", "soft_moe", "soft_moe_einsum",
+    "soft_moe_stats", "top1_moe",
+]

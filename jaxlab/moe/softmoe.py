@@ -1,0 +1,162 @@
+"""Soft MoE layer as pure functions over a parameter dict.
+
+Puigcerver, Riquelme, Mustafa, Houlsby. "From Sparse to Soft Mixtures of Experts", ICLR 2024
+(arXiv 2308.00951); used as the penultimate layer of value networks by Obando-Ceron et al.,
+"Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024 (arXiv 2402.08609).
+Follows dopamine's ``labs/moes/architectures/softmoe.py`` (see NOTES_moe.md for deviations).
+
+Notation (einsum letters, as in vmoe's soft_moe/router.py):
+  b: batch (each sample is one routing group), m: tokens per sample, d: token dim,
+  n: experts, p: slots per expert, s = n * p: all slots, h: expert hidden dim.
+
+Parameters::
+
+  {"router": {"phi": [d, n, p], "scale": []  (only with normalize=True)},
+   "experts": {"w1": [n, d, h], "b1": [n, h], "w2": [n, h, d], "b2": [n, d]}}
+"""
+
+from __future__ import annotations
+
+import math
+import jax
+import jax.numpy as jnp
+
+from jaxlab.errors import check
+from jaxlab.moe import _soft_moe_kernel, experts as experts_lib
+
+Params = dict
+
+_NORM_EPS = 1e-6  # as dopamine's l2_normalize
+
+
+def num_slots(num_tokens: int, num_experts: int, capacity_factor: float = 1.0) -> int:
+  """Slots per expert ``p = ceil(m * capacity_factor / n)`` (dopamine's rule; vmoe rounds)."""
+  check(num_experts > 0, f"num_experts={num_experts}; need >= 1")
+  check(num_tokens > 0, f"num_tokens={num_tokens}; need >= 1")
+  check(capacity_factor > 0, f"capacity_factor={capacity_factor}; need > 0")
+  p = int(math.ceil(num_tokens * capacity_factor / num_experts))
+  check(p >= 1, f"capacity_factor={capacity_factor} with {num_tokens} tokens and {num_experts} "
+        "experts gives 0 slots per expert; need >= 1")
+  return p
+
+
+def init_soft_moe(key: jax.Array, token_dim: int, num_experts: int, slots_per_expert: int,
+                  expert_hidden: int, normalize: bool = False,
+                  dtype: jnp.dtype = jnp.float32) -> Params:
+  """Router (:func:`init_router`) and expert MLPs (:func:`jaxlab.moe.experts.init_experts`)."""
+  k_phi, k_experts = jax.random.split(key)
+  return {"router": init_router(k_phi, token_dim, num_experts, slots_per_expert, normalize, dtype),
+          "experts": experts_lib.init_experts(k_experts, num_experts, token_dim, expert_hidden,
+                                              dtype)}
+
+
+def init_router(key: jax.Array, token_dim: int, num_experts: int, slots_per_expert: int,
+                normalize: bool = False, dtype: jnp.dtype = jnp.float32) -> dict[str, jax.Array]:
+  """``phi`` [d, n, p] LeCun normal as dopamine/vmoe (fan-in d*n under jax's axis convention);
+  with ``normalize`` also the learned scale (ones, vmoe's ``scale_init``)."""
+  check(num_experts > 0, f"num_experts={num_experts}; need >= 1")
+  check(slots_per_expert > 0, f"slots_per_expert={slots_per_expert}; need >= 1")
+  check(token_dim > 0, f"token_dim={token_dim}; need >= 1")
+  router = {"phi": jax.nn.initializers.lecun_normal()(
+      key, (token_dim, num_experts, slots_per_expert), dtype)}
+  if normalize:
+    router["scale"] = jnp.ones((), dtype)
+  return router
+
+
+def _l2_normalize(x: jax.Array, axis: int) -> jax.Array:
+  return x / (jnp.sqrt(jnp.sum(jnp.square(x), axis=axis, keepdims=True)) + _NORM_EPS)
+
+
+def router_inputs(params: Params, x: jax.Array, normalize: bool) -> tuple[jax.Array, jax.Array]:
+  """(tokens the router sees [b, m, d], router matrix [d, n*p]), Puigcerver et al. Sec. 2.3:
+  with ``normalize`` both are l2-normalised over d and ``phi`` is multiplied by a learned scale."""
+  phi = params["router"]["phi"]
+  if normalize:
+    check("scale" in params["router"], "normalize=True needs params['router']['scale']")
+    x = _l2_normalize(x, axis=-1)
+    phi = params["router"]["scale"] * _l2_normalize(phi, axis=0)
+  return x, phi.reshape(phi.shape[0], -1)
+
+
+def _check_inputs(params: Params, x: jax.Array) -> None:
+  check(x.ndim == 3, f"soft_moe tokens have shape {x.shape}; need [batch, tokens, dim]")
+  phi = params["router"]["phi"]
+  check(phi.ndim == 3, f"router phi has shape {phi.shape}; need [dim, experts, slots]")
+  check(phi.shape[0] == x.shape[-1],
+        f"tokens have dim {x.shape[-1]} but router phi expects dim {phi.shape[0]}")
+  n, _ = experts_lib.check_experts(params["experts"], x.shape[-1])
+  check(phi.shape[1] == n, f"router phi has {phi.shape[1]} experts but the experts have {n}")
+
+
+def soft_moe(params: Params, x: jax.Array, *, normalize: bool = False,
+             single_exponential: bool = False) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """Soft MoE on tokens ``x`` [b, m, d] -> (outputs [b, m, d], stats).
+
+  Puigcerver et al. Eqs. 1-3 with logits ``L = x phi`` (Eq. 1 without normalisation):
+  dispatch ``D = softmax over tokens m``, combine ``C = softmax over (experts, slots)`` jointly,
+  slot inputs ``X~ = D^T x``, each expert's MLP on its ``p`` slots, ``Y = C f(X~)``. Each sample
+  is its own routing group (as dopamine, which vmaps the layer over the batch).
+
+  Runs through a kernel with a hand-written backward (``_soft_moe_kernel``) that is equal to
+  :func:`soft_moe_einsum` but several times faster on CPU. ``single_exponential`` uses one
+  exponential for both softmaxes (faster still, exact only while logits in a sample span < ~80;
+  beyond that slots get NaN inputs, so it is off by default).
+
+  The stats (see :func:`soft_moe_stats`) are computed under ``stop_gradient``; under ``jit``
+  they cost nothing unless used.
+  """
+  _check_inputs(params, x)
+  xl, phi2 = router_inputs(params, x, normalize)
+  e = params["experts"]
+  y = _soft_moe_kernel.soft_moe_mix(xl, phi2, x, e["w1"], e["b1"], e["w2"], e["b2"],
+                                    single_exponential)
+  b, m, d = x.shape
+  logits = (xl.reshape(b * m, d) @ phi2).reshape(b, m, *params["router"]["phi"].shape[1:])
+  return y, soft_moe_stats(jax.lax.stop_gradient(logits))
+
+
+def soft_moe_einsum(params: Params, x: jax.Array, *, normalize: bool = False) -> jax.Array:
+  """The straightforward einsum Soft MoE (Puigcerver et al. Eqs. 1-3), autodiff backward.
+
+  The readable definition that :func:`soft_moe` is tested against (and benchmarked against).
+  """
+  _check_inputs(params, x)
+  xl, phi2 = router_inputs(params, x, normalize)
+  n, p = params["router"]["phi"].shape[1:]
+  logits = jnp.einsum("bmd,dnp->bmnp", xl, phi2.reshape(-1, n, p))
+  dispatch = jax.nn.softmax(logits, axis=1)
+  combine = jax.nn.softmax(logits, axis=(2, 3))
+  slots = jnp.einsum("bmd,bmnp->nbpd", x, dispatch)
+  b, d = x.shape[0], x.shape[-1]
+  outs = experts_lib.apply_experts(params["experts"], slots.reshape(n, b * p, d))
+  return jnp.einsum("nbpd,bmnp->bmd", outs.reshape(n, b, p, d), combine)
+
+
+def _entropy(probs: jax.Array, axis) -> jax.Array:
+  return -jnp.sum(probs * jnp.log(jnp.maximum(probs, 1e-30)), axis=axis)
+
+
+def _max_entropy(k: int) -> float:
+  return math.log(k) if k > 1 else 1.0  # one choice: entropy 0, keep it 0
+
+
+def soft_moe_stats(logits: jax.Array) -> dict[str, jax.Array]:
+  """Routing statistics from logits [b, m, n, p] (scalars unless noted).
+
+  dispatch_entropy / combine_entropy: mean entropy of each slot's dispatch weights over tokens /
+  each token's combine weights over slots, divided by its maximum (log m, log n*p): 1 = uniform,
+  0 = one-hot. dispatch_max / combine_max: mean of the largest weight (vmoe's
+  ``*_weights_max_mean``). expert_load [n]: share of the combine weight each expert receives
+  (sums to 1; 1/n when balanced).
+  """
+  b, m, n, p = logits.shape
+  dispatch = jax.nn.softmax(logits, axis=1)
+  combine = jax.nn.softmax(logits.reshape(b, m, n * p), axis=2)
+  return {
+      "dispatch_entropy": jnp.mean(_entropy(dispatch, 1)) / _max_entropy(m),
+      "combine_entropy": jnp.mean(_entropy(combine, 2)) / _max_entropy(n * p),
+      "dispatch_max": jnp.mean(jnp.max(dispatch, axis=1)),
+      "combine_max": jnp.mean(jnp.max(combine, axis=2)),
+      "expert_load": jnp.mean(combine.reshape(b, m, n, p).sum(-1), axis=(0, 1)),
+  }

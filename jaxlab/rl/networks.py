@@ -1,0 +1,113 @@
+"""Q-networks whose penultimate layer is dense, widened dense, Soft MoE or Top-1 MoE.
+
+Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024,
+Sec. 3 / Fig. 3: encoder -> tokenize -> MoE (replacing the penultimate dense layer) -> flatten ->
+Q head ``Dense(num_actions)``. Baseline: encoder -> flatten -> Dense(width) -> ReLU -> Q head
+(dopamine's ``NatureDQNMoE`` with ``moe_type='BASELINE'``); ``width_multiplier`` scales that
+layer (their "dense xN" baseline, dopamine's ``scale_hidden_layer``).
+
+Example::
+
+  net = QNetwork(num_actions=6, encoder="minatar", head="softmoe", num_experts=8,
+                 expert_hidden=512)
+  variables = net.init(key, obs)           # obs [b, 10, 10, C]
+  q_values, stats = net.apply(variables, obs)  # [b, 6], dict of routing statistics
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxlab.errors import check
+from jaxlab.moe import modules as moe_modules
+from jaxlab.rl import networks_encoders as encoders
+from jaxlab.rl import networks_tokens as tokens
+
+HEADS = ("dense", "softmoe", "top1")
+_INIT = nn.initializers.xavier_uniform()
+
+
+class QNetwork(nn.Module):
+  """Q-values [b, num_actions] and a stats dict from observations [b, H, W, C].
+
+  Attributes:
+    num_actions: size of the Q head.
+    encoder: "minatar" (10x10xC grids) or "nature" (84x84x4 frames).
+    head: "dense", "softmoe" or "top1": the penultimate layer.
+    tokenizer: "per_conv", "per_feat" or "per_patch" (MoE heads only).
+    num_experts: experts of the MoE head.
+    expert_hidden: hidden width of each expert (dopamine ``expert_hidden_units``, 512).
+    width: hidden width of the dense head (dopamine uses ``expert_hidden_units`` too).
+    width_multiplier: dense head width = width * width_multiplier ("dense xN").
+    capacity_factor: Soft MoE slots per expert ceil(m * cf / n); Top-1 tokens per expert.
+    normalize: Soft MoE l2-normalised routing with a learned scale.
+    single_exponential: Soft MoE kernel option (see ``jaxlab.moe.softmoe.soft_moe``).
+    patch_size, embedding_size: the "per_patch" tokenizer.
+  """
+
+  num_actions: int
+  encoder: str = "minatar"
+  head: str = "softmoe"
+  tokenizer: str = "per_conv"
+  num_experts: int = 8
+  expert_hidden: int = 512
+  width: int = 512
+  width_multiplier: int = 1
+  capacity_factor: float = 1.0
+  normalize: bool = False
+  single_exponential: bool = False
+  patch_size: Sequence[int] = (3, 3)
+  embedding_size: int = 64
+
+  def _check(self) -> None:
+    check(self.num_actions > 0, f"num_actions={self.num_actions}; need >= 1")
+    check(self.head in HEADS, f"head={self.head!r}; choose one of {HEADS}")
+    check(self.tokenizer in tokens.TOKENIZERS,
+          f"tokenizer={self.tokenizer!r}; choose one of {tokens.TOKENIZERS}")
+    check(self.width > 0 and self.width_multiplier > 0,
+          f"width={self.width}, width_multiplier={self.width_multiplier}; need both >= 1")
+
+  @nn.compact
+  def __call__(self, obs: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
+    self._check()
+    check(obs.ndim == 4, f"observations have shape {obs.shape}; need [batch, H, W, C]")
+    features = encoders.make_encoder(self.encoder)(obs)
+    b = features.shape[0]
+    if self.head == "dense":
+      hidden = nn.relu(nn.Dense(self.width * self.width_multiplier, kernel_init=_INIT)(
+          features.reshape(b, -1)))
+      stats: dict[str, Any] = {}
+    else:
+      if self.tokenizer == "per_conv":
+        x = tokens.per_conv(features)
+      elif self.tokenizer == "per_feat":
+        x = tokens.per_feat(features)
+      else:
+        x = tokens.PerPatch(self.embedding_size, tuple(self.patch_size))(features)
+      if self.head == "softmoe":
+        y, stats = moe_modules.SoftMoE(
+            self.num_experts, self.expert_hidden, self.capacity_factor,
+            normalize=self.normalize, single_exponential=self.single_exponential)(x)
+      else:
+        y, stats = moe_modules.Top1MoE(self.num_experts, self.expert_hidden,
+                                       self.capacity_factor)(x)
+      hidden = y.reshape(b, -1)
+    return nn.Dense(self.num_actions, kernel_init=_INIT)(hidden), stats
+
+
+def count_params(tree: Any) -> int:
+  """Number of scalars in a parameter pytree (arrays or ShapeDtypeStructs)."""
+  return int(sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(tree)))
+
+
+def param_count(obs_shape: Sequence[int], **network_kwargs) -> int:
+  """Parameters of ``QNetwork(**network_kwargs)`` for observations of ``obs_shape`` [H, W, C]
+  (shape-only: nothing is allocated)."""
+  net = QNetwork(**network_kwargs)
+  shapes = jax.eval_shape(net.init, jax.random.key(0), jnp.zeros((1, *obs_shape), jnp.float32))
+  return count_params(shapes["params"])

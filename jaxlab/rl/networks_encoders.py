@@ -1,0 +1,50 @@
+"""Convolutional encoders for value networks: observation [b, H, W, C] -> features [b, h, w, c].
+
+* MinAtar (Young & Tian 2019): one Conv(16, 3x3, stride 1, SAME) + ReLU, as dopamine's
+  ``labs/environments/minatar/minatar_env.MinatarDQNNetwork`` (10x10xC -> 10x10x16).
+* Nature DQN (Mnih et al., Nature 2015): Conv(32, 8x8, /4), Conv(64, 4x4, /2), Conv(64, 3x3, /1)
+  with ReLUs, SAME padding as in dopamine's ``NatureDQNMoE`` (84x84x4 -> 11x11x64).
+
+Kernels are Glorot-uniform (dopamine's ``xavier_uniform``), biases zero.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxlab.errors import check
+
+_INIT = nn.initializers.xavier_uniform()
+ENCODERS = ("minatar", "nature")
+
+
+class MinAtarEncoder(nn.Module):
+  """Conv(16, 3x3) + ReLU on MinAtar's 10x10xC boolean grids (cast to float32)."""
+
+  features: int = 16
+
+  @nn.compact
+  def __call__(self, obs: jax.Array) -> jax.Array:
+    x = obs.astype(jnp.float32)
+    return nn.relu(nn.Conv(self.features, (3, 3), strides=(1, 1), kernel_init=_INIT)(x))
+
+
+class NatureEncoder(nn.Module):
+  """The Nature DQN torso; integer (uint8 frame) inputs are scaled to [0, 1] first."""
+
+  @nn.compact
+  def __call__(self, obs: jax.Array) -> jax.Array:
+    x = obs.astype(jnp.float32)
+    if jnp.issubdtype(obs.dtype, jnp.integer):
+      x = x / 255.0  # dopamine's preprocess_atari_inputs
+    for features, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+      x = nn.relu(nn.Conv(features, (kernel, kernel), strides=(stride, stride),
+                          kernel_init=_INIT)(x))
+    return x
+
+
+def make_encoder(name: str) -> nn.Module:
+  check(name in ENCODERS, f"encoder={name!r}; choose one of {ENCODERS}")
+  return MinAtarEncoder() if name == "minatar" else NatureEncoder()

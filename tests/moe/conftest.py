@@ -1,0 +1,40 @@
+"""Shared helpers for the MoE tests: a float64 numpy Soft MoE straight from the paper."""
+
+import jax
+import numpy as np
+import pytest
+
+from jaxlab.moe import init_soft_moe
+
+
+def numpy_soft_moe(params, x, normalize=False):
+  """Puigcerver et al. (ICLR 2024) Eqs. 1-3 in float64 numpy, one sample at a time."""
+  phi = np.asarray(params["router"]["phi"], np.float64)
+  e = {k: np.asarray(v, np.float64) for k, v in params["experts"].items()}
+  d, n, p = phi.shape
+  out = []
+  for xs in np.asarray(x, np.float64):
+    xl, ph = xs, phi
+    if normalize:
+      xl = xs / (np.linalg.norm(xs, axis=1, keepdims=True) + 1e-6)
+      ph = float(params["router"]["scale"]) * phi / (np.linalg.norm(phi, axis=0, keepdims=True) + 1e-6)
+    logits = np.einsum("md,dnp->mnp", xl, ph).reshape(len(xs), n * p)
+    dispatch = np.exp(logits - logits.max(0)) / np.exp(logits - logits.max(0)).sum(0)
+    combine = np.exp(logits - logits.max(1, keepdims=True))
+    combine /= combine.sum(1, keepdims=True)
+    slots = (dispatch.T @ xs).reshape(n, p, d)
+    hidden = np.maximum(np.einsum("npd,ndh->nph", slots, e["w1"]) + e["b1"][:, None], 0)
+    f = np.einsum("nph,nhd->npd", hidden, e["w2"]) + e["b2"][:, None]
+    out.append(combine @ f.reshape(n * p, d))
+  return np.stack(out)
+
+
+@pytest.fixture
+def soft_setup(rng):
+  """Soft MoE params (4 experts, 3 slots each, hidden 8, non-zero biases) and tokens [3, 10, 6]."""
+  kp, kx, kb = jax.random.split(rng, 3)
+  params = init_soft_moe(kp, token_dim=6, num_experts=4, slots_per_expert=3, expert_hidden=8)
+  kb1, kb2 = jax.random.split(kb)
+  params["experts"]["b1"] = 0.1 * jax.random.normal(kb1, (4, 8))
+  params["experts"]["b2"] = 0.1 * jax.random.normal(kb2, (4, 6))
+  return params, 2.0 * jax.random.normal(kx, (3, 10, 6))

@@ -1,0 +1,126 @@
+"""Soft MoE layer: equations (float64 numpy), the fast kernel's VJP, stats and input checks."""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxlab.errors import InputError
+from jaxlab.moe import init_soft_moe, num_slots, soft_moe, soft_moe_einsum, soft_moe_stats
+from tests.moe.conftest import numpy_soft_moe
+
+
+@pytest.mark.parametrize("single_exponential", [False, True])
+def test_matches_float64_equations(soft_setup, single_exponential):
+  params, x = soft_setup
+  y, _ = jax.jit(lambda p, x: soft_moe(p, x, single_exponential=single_exponential))(params, x)
+  chex.assert_shape(y, x.shape)
+  np.testing.assert_allclose(y, numpy_soft_moe(params, x), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(jax.jit(soft_moe_einsum)(params, x), numpy_soft_moe(params, x),
+                             rtol=1e-5, atol=1e-6)
+
+
+def test_normalized_routing_matches_equations(soft_setup):
+  params, x = soft_setup
+  params = dict(params, router=dict(params["router"], scale=jnp.asarray(3.0)))
+  y, _ = jax.jit(lambda p, x: soft_moe(p, x, normalize=True))(params, x)
+  np.testing.assert_allclose(y, numpy_soft_moe(params, x, normalize=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("single_exponential", [False, True])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_kernel_gradients_equal_autodiff_of_einsum(soft_setup, single_exponential, normalize):
+  params, x = soft_setup
+  if normalize:
+    params = dict(params, router=dict(params["router"], scale=jnp.asarray(2.0)))
+  cot = jax.random.normal(jax.random.key(5), x.shape)
+  fast = lambda p, x: jnp.sum(soft_moe(p, x, normalize=normalize,
+                                       single_exponential=single_exponential)[0] * cot)
+  slow = lambda p, x: jnp.sum(soft_moe_einsum(p, x, normalize=normalize) * cot)
+  g_fast = jax.jit(jax.grad(fast, argnums=(0, 1)))(params, x)
+  g_slow = jax.jit(jax.grad(slow, argnums=(0, 1)))(params, x)
+  chex.assert_trees_all_close(g_fast, g_slow, rtol=2e-4, atol=2e-5)
+
+
+def test_gradients_match_finite_differences_in_float64(soft_setup):
+  params, x = soft_setup
+  with jax.enable_x64(True):
+    p64 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
+    direction = jax.tree.map(lambda a: jax.random.normal(jax.random.key(1), a.shape, a.dtype), p64)
+
+    @jax.jit
+    def check(p, x, v):
+      f = lambda p: jnp.sum(jnp.sin(soft_moe(p, x)[0]))
+      eps = 1e-6
+      shift = lambda sgn: jax.tree.map(lambda a, u: a + sgn * eps * u, p, v)
+      analytic = sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(jax.grad(f)(p)),
+                                                      jax.tree.leaves(v)))
+      return analytic, (f(shift(1.0)) - f(shift(-1.0))) / (2 * eps)
+
+    analytic, fd = check(p64, jnp.asarray(x, jnp.float64), direction)
+    np.testing.assert_allclose(analytic, fd, rtol=1e-6)
+
+
+def test_wide_logit_range_stays_exact_by_default(soft_setup):
+  """Logits spanning ~hundreds: the two-exponential default is exact; the single-exponential
+  option is documented to fail there (dispatch normalisers underflow)."""
+  params, x = soft_setup
+  x = x.at[0, 0].multiply(60.0)  # one huge token in sample 0
+  ref = numpy_soft_moe(params, x)
+  assert np.ptp(np.einsum("md,dnp->mnp", x[0], params["router"]["phi"])) > 150
+  y, _ = jax.jit(soft_moe)(params, x)
+  np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+  g = jax.jit(jax.grad(lambda p: jnp.sum(soft_moe(p, x)[0])))(params)
+  assert all(bool(jnp.all(jnp.isfinite(a))) for a in jax.tree.leaves(g))
+
+
+def test_stats_are_in_range_and_uniform_routing_is_maximal(soft_setup):
+  params, x = soft_setup
+  _, stats = jax.jit(soft_moe)(params, x)
+  for k in ("dispatch_entropy", "combine_entropy", "dispatch_max", "combine_max"):
+    assert 0.0 <= float(stats[k]) <= 1.0 + 1e-6, (k, stats[k])
+  chex.assert_shape(stats["expert_load"], (4,))
+  np.testing.assert_allclose(jnp.sum(stats["expert_load"]), 1.0, rtol=1e-6)
+  uniform = jax.jit(soft_moe_stats)(jnp.zeros((2, 10, 4, 3)))
+  np.testing.assert_allclose(uniform["dispatch_entropy"], 1.0, rtol=1e-5)
+  np.testing.assert_allclose(uniform["combine_entropy"], 1.0, rtol=1e-5)
+  np.testing.assert_allclose(uniform["expert_load"], 0.25, rtol=1e-6)
+  peaked = jax.jit(soft_moe_stats)(jnp.zeros((1, 10, 4, 3)).at[:, :, 1, 0].set(1e4))
+  np.testing.assert_allclose(peaked["combine_max"], 1.0, rtol=1e-6)
+  np.testing.assert_allclose(peaked["expert_load"], [0, 1, 0, 0], atol=1e-6)
+
+
+def test_num_slots_rule():
+  assert num_slots(100, 8) == 13  # ceil(100 / 8)
+  assert num_slots(121, 4) == 31
+  assert num_slots(10, 3, capacity_factor=2.0) == 7
+  assert num_slots(1, 8) == 1  # one token per sample: every expert still gets a slot
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: num_slots(10, 0), "num_experts=0"),
+    (lambda: num_slots(10, 4, capacity_factor=0.0), "capacity_factor=0.0"),
+    (lambda: init_soft_moe(jax.random.key(0), 6, 4, 0, 8), "slots_per_expert=0"),
+    (lambda: init_soft_moe(jax.random.key(0), 6, -1, 3, 8), "num_experts=-1"),
+    (lambda: init_soft_moe(jax.random.key(0), 6, 4, 3, 0), "hidden_dim=0"),
+])
+def test_bad_hyperparameters_raise_one_line_input_errors(call, match):
+  with pytest.raises(InputError, match=match) as err:
+    call()
+  assert "\n" not in str(err.value)
+
+
+def test_bad_inputs_raise_input_errors(soft_setup):
+  params, x = soft_setup
+  with pytest.raises(InputError, match="tokens have dim 5 but router phi expects dim 6"):
+    soft_moe(params, x[..., :5])
+  with pytest.raises(InputError, match=r"need \[batch, tokens, dim\]"):
+    soft_moe(params, x[0])
+  with pytest.raises(InputError, match="normalize=True needs"):
+    soft_moe(params, x, normalize=True)
+  bad = dict(params, experts=dict(params["experts"], b1=jnp.zeros((3, 8))))
+  with pytest.raises(InputError, match="expert param shapes"):
+    soft_moe(bad, x)

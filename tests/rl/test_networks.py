@@ -1,0 +1,82 @@
+"""Q-networks: every encoder/head/tokenizer builds from plain kwargs; parameter counts; checks."""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import pytest
+
+from jaxlab.errors import InputError
+from jaxlab.rl.networks import QNetwork, count_params, param_count
+from jaxlab.rl.networks_tokens import per_conv, per_feat
+
+_MINATAR = (10, 10, 4)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(head="dense"), dict(head="dense", width_multiplier=2),
+    dict(head="softmoe", tokenizer="per_conv"), dict(head="softmoe", tokenizer="per_feat"),
+    dict(head="softmoe", tokenizer="per_patch", patch_size=(2, 2), embedding_size=8),
+    dict(head="top1", tokenizer="per_conv"), dict(head="softmoe", normalize=True),
+], ids=lambda kw: "-".join(str(v) for v in kw.values()))
+def test_minatar_networks_give_q_values_and_stats(kwargs):
+  net = QNetwork(num_actions=6, encoder="minatar", num_experts=4, expert_hidden=32, width=64,
+                 **kwargs)
+  obs = jax.random.bernoulli(jax.random.key(0), 0.2, (3, *_MINATAR))
+  variables = net.init(jax.random.key(1), obs)
+  q, stats = jax.jit(net.apply)(variables, obs)
+  chex.assert_shape(q, (3, 6))
+  chex.assert_tree_all_finite(q)
+  if kwargs["head"] == "dense":
+    assert stats == {}
+  else:
+    chex.assert_shape(stats["expert_load"], (4,))
+  grads = jax.jit(jax.grad(lambda v: jnp.sum(net.apply(v, obs)[0])))(variables)
+  assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(grads["params"]))
+
+
+def test_nature_encoder_gives_121_tokens_of_64():
+  net = QNetwork(num_actions=4, encoder="nature", head="softmoe", num_experts=2, expert_hidden=8)
+  frames = jnp.zeros((1, 84, 84, 4), jnp.uint8)
+  params = jax.eval_shape(net.init, jax.random.key(0), frames)["params"]
+  chex.assert_shape(params["SoftMoE_0"]["router"]["phi"], (64, 2, 61))  # ceil(121 / 2)
+  chex.assert_shape(params["Dense_0"]["kernel"], (121 * 64, 4))
+
+
+def test_tokenizers_reshape_as_documented():
+  f = jnp.arange(2 * 3 * 4 * 5.0).reshape(2, 3, 4, 5)
+  chex.assert_shape(per_conv(f), (2, 12, 5))
+  chex.assert_shape(per_feat(f), (2, 5, 12))
+  chex.assert_trees_all_equal(per_feat(f)[0, 1], f[0, :, :, 1].reshape(-1))
+
+
+def test_minatar_parameter_counts():
+  """Counts for MinAtar 10x10x4, 6 actions (encoder 592, Q head on flattened tokens)."""
+  count = lambda **kw: param_count(_MINATAR, num_actions=6, encoder="minatar", **kw)
+  assert count(head="dense") == 592 + (1600 * 512 + 512) + (512 * 6 + 6)
+  experts = lambda n, h=512: n * (16 * h + h + h * 16 + 16)
+  for n in (1, 2, 4, 8):
+    p = -(-100 // n)
+    assert count(head="softmoe", num_experts=n) == 592 + 16 * n * p + experts(n) + 1600 * 6 + 6
+  assert count(head="top1", num_experts=8) == 592 + 16 * 8 + experts(8) + 1600 * 6 + 6
+  assert count(head="dense", width_multiplier=8) == 592 + (1600 * 4096 + 4096) + 4096 * 6 + 6
+  assert count_params({"a": jnp.zeros((2, 3)), "b": [jnp.zeros(4)]}) == 10
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(head="moe"), "head='moe'; choose one of"),
+    (dict(tokenizer="per_pixel"), "tokenizer='per_pixel'; choose one of"),
+    (dict(encoder="impala"), "encoder='impala'; choose one of"),
+    (dict(num_experts=0), "num_experts=0"),
+    (dict(head="dense", width_multiplier=0), "width_multiplier=0"),
+])
+def test_bad_network_kwargs_raise_input_errors(kwargs, match):
+  net = QNetwork(num_actions=6, **kwargs)
+  with pytest.raises(InputError, match=match):
+    net.init(jax.random.key(0), jnp.zeros((1, *_MINATAR)))
+
+
+def test_unbatched_observation_is_rejected():
+  with pytest.raises(InputError, match=r"need \[batch, H, W, C\]"):
+    QNetwork(num_actions=6).init(jax.random.key(0), jnp.zeros(_MINATAR))
