@@ -11,7 +11,9 @@ from typing import Sequence
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file (configs/*.py[:arg]).",
+from jaxlab.errors import InputError
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config: a file (configs/*.py[:arg]) or a name (quickstart:tiny).",
                                          lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics.")
 _STOP_AFTER = flags.DEFINE_integer("stop_after", None,
@@ -41,32 +43,47 @@ def _has_key(config, dotted: str) -> bool:
   return True
 
 
-def _load_config_from_argv(argv: Sequence[str]):
-  """The config named by ``--config=path[:arg]``, loaded without its overrides."""
-  import importlib.util
-  spec = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
-  if spec is None:
-    return None
-  path, _, arg = spec.partition(":")
-  module_spec = importlib.util.spec_from_file_location("_jaxlab_config", path)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  return module.get_config(arg or None)
+def _config_spec(argv: Sequence[str]) -> tuple[int, str] | None:
+  for i, a in enumerate(argv):
+    if a.startswith("--config="):
+      return i, a.split("=", 1)[1]
+  return None
 
 
 def parse_flags(argv: Sequence[str]) -> list[str]:
-  """absl flag parsing, but an unknown ``--config.key`` gets an error listing the valid keys."""
+  """absl flag parsing with one-line errors for bad input.
+
+  ``--config`` may be a path or a name (``--config=digits_mlp:tiny``); a missing, broken or
+  argument-rejecting config, an unknown ``--config.key`` (the valid keys are listed) and a value
+  of the wrong type each end in one line, not a traceback.
+  """
+  argv = list(argv)
+  found = _config_spec(argv)
+  config = None
   try:
+    if found is not None:
+      from jaxlab.config_files import load_config, resolve_config_path
+      path, arg = resolve_config_path(found[1])
+      config = load_config(found[1])
+      argv[found[0]] = f"--config={path}" + (f":{arg}" if arg else "")
     return flags.FLAGS(argv)
-  except (AttributeError, KeyError):
-    config = _load_config_from_argv(argv)
+  except InputError as e:
+    _fail(str(e))
+  except (AttributeError, KeyError) as e:
     overrides = [a[len("--config."):].split("=")[0] for a in argv[1:] if a.startswith("--config.")]
     unknown = [k for k in overrides if config is None or not _has_key(config, k)]
     if not unknown:
       raise
     valid = ", ".join(config_keys(config)) if config is not None else "(config did not load)"
-    sys.stderr.write(f"jaxlab: unknown config key(s) {unknown}.\nValid keys: {valid}\n")
-    sys.exit(2)
+    _fail(f"unknown config key(s) {unknown}.\nValid keys: {valid}")
+  except flags.Error as e:  # a value of the wrong type, a missing required flag, ...
+    _fail(str(e))
+  raise AssertionError("unreachable")
+
+
+def _fail(message: str) -> None:
+  sys.stderr.write(f"jaxlab: error: {message}\n")
+  sys.exit(2)
 
 
 def _fmt(v) -> str:
@@ -92,17 +109,18 @@ def summary_table(summaries: dict[str, dict]) -> str:
 def main(argv: Sequence[str]) -> None:
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  from jaxlab.xla_flags import add_cpu_collective_timeouts
+  add_cpu_collective_timeouts()  # before JAX starts its backends: no random aborts on loaded CPUs
   import jax
   if _DISTRIBUTED.value:
     jax.distributed.initialize()
-  from jaxlab.errors import CheckpointError, DivergedError, InputError
+  from jaxlab.errors import CheckpointError, DivergedError
   from jaxlab.train.trainer import ensure_writable, run_experiments
   try:  # bad input and run failures: one clear line; anything else is a bug and keeps its traceback
     ensure_writable(_WORKDIR.value)
     summaries = run_experiments(_CONFIG.value, _WORKDIR.value, stop_after=_STOP_AFTER.value)
   except (InputError, CheckpointError, DivergedError) as e:
-    sys.stderr.write(f"jaxlab: error: {e}\n")
-    sys.exit(2)
+    _fail(str(e))
   if jax.process_index() == 0:
     print(f"\n{summary_table(summaries)}\n\nmetrics.jsonl, TensorBoard files and checkpoints are under {_WORKDIR.value}")
 

@@ -41,3 +41,33 @@ def test_bad_mesh_is_one_clear_line(tmp_path):
            "--config.experiments.digits_mlp.mesh=((\"data\", 3), (\"model\", 1))")
   assert p.returncode == 2
   assert "needs a multiple of 3 devices" in p.stderr and "Traceback" not in p.stderr
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--config=configs/nope.py"], "config 'configs/nope.py' not found (a file path, or one of: digits_clip"),
+    (["--config=README.md"], "is not a Python file"),
+    (["--config=configs/__init__.py"], "defines no get_config(arg) function"),
+    (["--config=quickstart:huge"], "takes no argument or 'tiny', got 'huge'"),
+    (["--config=digits_mlp:tiny", "--config.batch_size=abc"], "flag --config.batch_size=abc: invalid literal for int()"),
+    (["--config=quickstart:tiny", "--config.experiments.digits_mlp.batch_size=0"],
+     "experiments.digits_mlp: batch_size must be an integer >= 1, got 0"),
+    (["--config=digits_mlp:tiny", "--config.mesh=(\"data\",-1)"], "mesh must be a tuple of (axis name, size) pairs"),
+    (["--config=digits_mlp:tiny", "--config.mesh=((\"Data\",-1),)"], "the mesh needs a 'data' axis"),
+])
+def test_bad_input_on_the_command_line_is_one_line(tmp_path, args, message):
+  p = _run(*args, f"--workdir={tmp_path}")
+  assert p.returncode == 2, p.stderr
+  assert message in p.stderr and "Traceback" not in p.stderr
+  assert len([l for l in p.stderr.splitlines() if l.startswith("jaxlab: error:")]) == 1
+
+
+def test_config_by_name_from_another_directory(tmp_path):
+  env = dict(os.environ, XLA_FLAGS="")
+  p = subprocess.run([sys.executable, "-m", "jaxlab.main", "--config=digits_mlp:tiny", f"--workdir={tmp_path}",
+                      "--config.num_steps=4", "--config.log_every=2"], cwd=str(tmp_path), env=env,
+                     capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0, p.stderr
+  assert "final_loss" in p.stdout

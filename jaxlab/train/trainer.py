@@ -150,6 +150,9 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
     else:
       state = jax.jit(init, out_shardings=state_sharding)(*init_args)
     start = int(np.asarray(jax.device_get(state.step)).reshape(-1)[0])
+    if start > config.num_steps:
+      raise InputError(f"the workdir's checkpoint is at step {start}, beyond num_steps={config.num_steps}; "
+                       "raise num_steps to continue it, or use another --workdir")
 
     # Step: one program per number of steps per call (the last call may run fewer).
     programs: dict[int, TrainStep] = {}
@@ -305,5 +308,10 @@ def run_experiments(config: ml_collections.ConfigDict, workdir: str, **kwargs: A
   """
   if "experiments" not in config:
     return {config.get("name", config.task): train(config, workdir, **kwargs).summary}
+  for name, sub in config.experiments.items():  # every experiment's bad input, before any compute
+    try:
+      validate_trainer_config(sub)
+    except InputError as e:
+      raise InputError(f"experiments.{name}: {e}") from None
   return {name: train(sub, os.path.join(workdir, name), **kwargs).summary
           for name, sub in config.experiments.items()}
