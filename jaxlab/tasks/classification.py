@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from jaxlab.data.batching import batch_indices
+from jaxlab.errors import InputError
 from jaxlab.data.digits import load_digits_split
 from jaxlab.losses import LOSSES
 from jaxlab.models import make_model
@@ -18,6 +19,9 @@ def digits_classification(config: ml_collections.ConfigDict) -> Task:
   model = make_model(model_kwargs.pop("name"), **model_kwargs)
   images = config.model.name != "mlp"
   data = load_digits_split(test_fraction=config.data.test_fraction, seed=config.data.split_seed, images=images)
+  num_classes = int(data["y_train"].max()) + 1
+  if model_kwargs.get("num_outputs", num_classes) != num_classes:
+    raise InputError(f"model.num_outputs={model_kwargs['num_outputs']} but the digits have {num_classes} classes")
   loss_kwargs = dict(config.get("loss", {}))
   loss = LOSSES.get(loss_kwargs.pop("name", "softmax_cross_entropy"))
 

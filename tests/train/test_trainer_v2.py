@@ -180,3 +180,23 @@ def test_registering_the_same_task_again_is_fine_but_another_is_not():
   TASKS.register("test_on_device_regression")(on_device_regression)  # a re-run notebook cell
   with pytest.raises(InputError, match="already registered"):
     TASKS.register("test_on_device_regression")(lambda config: None)
+
+
+@TASKS.register("test_always_nan")
+def always_nan(config):
+  base = on_device_regression(config)
+  loss_fn = lambda params, batch, rng, extra: (jnp.nan * base.loss_fn(params, batch, rng, extra)[0], {})
+  return Task(init_params=base.init_params, loss_fn=loss_fn, collect=base.collect, init_data=base.init_data)
+
+
+def test_a_run_whose_every_step_is_skipped_stops_and_says_so(tmp_path):
+  from jaxlab.errors import DivergedError
+  with pytest.raises(DivergedError, match=r"every step from 0 to 6 had a non-finite loss or gradient"):
+    train(_device_config(task="test_always_nan"), str(tmp_path), progress=False)
+
+
+def test_classification_with_the_wrong_number_of_outputs_is_refused(tmp_path):
+  config = _mlp()
+  config.model.num_outputs = 5
+  with pytest.raises(InputError, match="model.num_outputs=5 but the digits have 10 classes"):
+    train(config, str(tmp_path), progress=False)
