@@ -68,5 +68,14 @@ def _describe(entry: Any) -> str:
 
 
 def _same(old: Any, new: Any) -> bool:
-  # A re-executed cell or reloaded module defines a new function object with the same name.
-  return old is new or _describe(old) == _describe(new)
+  """The same object, or the same definition executed again (a re-run cell, a reloaded module)."""
+  if old is new:
+    return True
+  if isinstance(old, str):  # a lazy entry, now imported: its module registers the real object
+    return old == _describe(new)
+  if _describe(old) != _describe(new):
+    return False
+  code_old, code_new = getattr(old, "__code__", None), getattr(new, "__code__", None)
+  if code_old is None or code_new is None:
+    return code_old is code_new  # classes: same module and qualified name
+  return (code_old.co_code, code_old.co_consts, code_old.co_names) == (code_new.co_code, code_new.co_consts, code_new.co_names)

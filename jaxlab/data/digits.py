@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxlab.errors import InputError
+
 
 def load_digits_split(test_fraction: float = 0.2, seed: int = 0, images: bool = False
                       ) -> dict[str, np.ndarray]:
@@ -17,7 +19,7 @@ def load_digits_split(test_fraction: float = 0.2, seed: int = 0, images: bool = 
   except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("the digits data need scikit-learn: pip install 'jaxlab[data]'") from e
   if not 0.0 < test_fraction < 1.0:
-    raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    raise InputError(f"test_fraction must be in (0, 1), got {test_fraction}")
   data = load_digits()
   x = (data.data / 16.0).astype(np.float32)
   y = data.target.astype(np.int32)

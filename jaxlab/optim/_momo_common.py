@@ -32,6 +32,8 @@ def check_range(
   """
   if callable(value) or isinstance(value, jax.core.Tracer):
     return
+  if isinstance(value, (str, bytes)):
+    raise InputError(f"{opt}: {name} must be a number, got {value!r}")
   try:
     v = float(value)
   except (TypeError, ValueError):
@@ -46,6 +48,8 @@ def check_finite(opt: str, name: str, value: Any) -> None:
   """A concrete ``value`` must be a finite number (e.g. a lower bound, which may be negative)."""
   if callable(value) or isinstance(value, jax.core.Tracer):
     return
+  if isinstance(value, (str, bytes)):
+    raise InputError(f"{opt}: {name} must be a number, got {value!r}")
   try:
     v = float(value)
   except (TypeError, ValueError):
@@ -176,10 +180,10 @@ def resolve_mask(mask: Any, params: optax.Params) -> Any | None:
   if mask is None:
     return None
   tree = mask(params) if callable(mask) else mask
-  try:
-    return jax.tree.map(lambda m, _: bool(m), tree, params)
-  except ValueError as e:
-    raise InputError(f"weight-decay mask must have the structure of params: {e}") from None
+  if jax.tree.structure(tree) != jax.tree.structure(params):
+    raise InputError(f"weight-decay mask must have the structure of params: got {jax.tree.structure(tree)}, "
+                     f"params are {jax.tree.structure(params)}")
+  return jax.tree.map(bool, tree)
 
 
 def tree_cast(tree: Any, dtype: Any | None) -> Any:
