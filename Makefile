@@ -7,7 +7,13 @@ STAMP  := $(VENV)/.jaxlab-installed
 WORKDIR ?= runs/quickstart
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-slow install clean-runs
+# test-latest: Python 3.12 with the newest releases (what Colab / TPU users get from `pip install`),
+# no constraints; run it before resolving an issue. Its venv is rebuilt when setup.cfg changes.
+PYTHON_LATEST ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12; do \
+                   $$p -c 'import sys' >/dev/null 2>&1 && echo $$p && break; done)
+VENV_LATEST ?= .venv-latest
+
+.PHONY: demo test test-slow test-latest install clean-runs
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +28,17 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
+
+$(VENV_LATEST)/.jaxlab-installed: setup.cfg pyproject.toml
+	@test -n "$(PYTHON_LATEST)" || (echo "test-latest needs python3.12 (set PYTHON_LATEST=...)"; exit 1)
+	$(PYTHON_LATEST) -m venv $(VENV_LATEST)
+	$(VENV_LATEST)/bin/python -m pip install -q --upgrade pip
+	$(VENV_LATEST)/bin/python -m pip install -q --upgrade -e ".[data,rl,pde,test,notebooks]"
+	touch $@
+
+test-latest: $(VENV_LATEST)/.jaxlab-installed
+	$(VENV_LATEST)/bin/python -m pip list 2>/dev/null | grep -iE "^(jax|jaxlib|flax|optax|numpy|orbax-checkpoint|ott-jax) "
+	$(VENV_LATEST)/bin/python -m pytest -q -n 2 $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
