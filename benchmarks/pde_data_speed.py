@@ -6,7 +6,7 @@ CPU cores):
     ``load_or_generate`` into a fresh cache folder (so the timing includes the .npy write),
     compile time reported apart; trajectories / minute, minutes per 1000, bytes on disk;
   * FNO's recipe for the same NS data (Crank-Nicolson, explicit convection, dt = 1e-4, 64^2;
-    Li et al. 2021, App. A.3.3) in JAX on the same batch size, timed over ``--fno_time`` time
+    Li et al. 2021, Sec. 5.3) in JAX on the same batch size, timed over ``--fno_time`` time
     units and extrapolated to T = 50: the ratio is our speed-up at nu = 1e-3;
   * the loader: ``mixture_batch`` over the generated sets, rows / second.
 

@@ -103,7 +103,7 @@ FAMILIES: dict[str, Family] = {
                       dealiasing_fraction=2 / 3, convection_scale=-1.0, forcing_amplitude=0.1,
                       grf_alpha=2.5, grf_tau=7.0, domain_extent=1.0),
         simulate=_simulate_ns_fno,
-        summary="w_t + u.grad w = nu Lap w + 0.1(sin 2pi(x+y) + cos 2pi(x+y)), w0 ~ GRF(2.5, 7), unit square"),
+        summary="w_t + u.grad w = nu Lap w + 0.1(sin 2pi(x+y) + cos 2pi(x+y)), w0 ~ GRF(2.5, 7), [0,1)^2"),
     "kolmogorov": Family(
         name="kolmogorov",
         channel_names=("vorticity",),

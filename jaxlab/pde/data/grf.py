@@ -1,6 +1,6 @@
 """The FNO paper's Gaussian random field for initial vorticity on the periodic unit square.
 
-Li et al., "Fourier Neural Operator for Parametric PDEs", ICLR 2021, Sec. 5.3 / App. A.3.3:
+Li et al., "Fourier Neural Operator for Parametric PDEs", ICLR 2021, Sec. 5.3 and its appendix:
 w0 ~ N(0, 7^{3/2} (-Delta + 49 I)^{-2.5}), i.e. alpha = 2.5, tau = 7. The official sampler
 (``data_generation/navier_stokes/random_fields.py``, the 2020 version that made the released
 data) draws, on an N x N grid,

@@ -1,8 +1,8 @@
 """Pure-numpy batches of PDE windows: a batch is a function of (seed, step), nothing else.
 
 A *window* is ``t_in`` consecutive frames of one trajectory (the input x) and the ``t_out`` frames
-after them (the target y), as in DPOT's auto-regressive pre-training (Hao et al., ICML 2024,
-Sec. 3): x (n, X, Y, t_in, C), y (n, X, Y, t_out, C), float32.
+after them (the target y), as in DPOT's auto-regressive pre-training (Hao et al., ICML 2024):
+x (n, X, Y, t_in, C), y (n, X, Y, t_out, C), float32.
 
 The multi-data-set mixture draws, per global-batch row, a data set (with the given weights), a
 training trajectory and a start frame from ``default_rng([tag, seed, step])``; only then are the

@@ -18,7 +18,7 @@ from exponax._spectral import build_laplace_operator
 
 
 def fno_forcing(num_points: int, amplitude: float = 0.1) -> np.ndarray:
-  """f(x) = amplitude (sin 2 pi (x1 + x2) + cos 2 pi (x1 + x2)) on the unit-square grid (Li et al. 2021, Sec. 5.3)."""
+  """FNO's forcing a (sin 2 pi (x1 + x2) + cos 2 pi (x1 + x2)), unit-square grid (Li et al. 2021, Sec. 5.3)."""
   x = np.arange(num_points) / num_points
   x1, x2 = np.meshgrid(x, x, indexing="ij")
   phase = 2 * np.pi * (x1 + x2)
@@ -90,7 +90,7 @@ class _FitzHughNagumoReaction(BaseNonlinearFun):
 
 
 class FitzHughNagumo(exponax.BaseStepper):
-  r"""PDEBench's 2-D diffusion-reaction system (Takamoto et al., NeurIPS 2022 D&B, Sec. 3 / App. D.6).
+  r"""PDEBench's 2-D diffusion-reaction (FitzHugh-Nagumo) system (Takamoto et al., NeurIPS 2022 D&B).
 
       u_t = D_u Delta u + u - u^3 - k - v,     v_t = D_v Delta v + u - v.
 

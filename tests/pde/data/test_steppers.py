@@ -8,7 +8,7 @@ from jaxlab.pde.data.steppers import FitzHughNagumo, fno_forcing, rollout_frames
 
 
 def _crank_nicolson_ns(w0, viscosity, forcing, time, dt):
-  """FNO's recipe from its paper (Sec. 5.3 / App. A.3.3), independent of exponax.
+  """FNO's recipe from its paper (Sec. 5.3 and appendix), independent of exponax.
 
   w_t + u . grad w = nu Lap w + f on the unit square, u = (d2 psi, -d1 psi), -Lap psi = w;
   Crank-Nicolson for the diffusion, explicit for u . grad w and f, 2/3-dealiased product.
