@@ -1,0 +1,130 @@
+"""The PDE families jaxlab generates: equations, documented default parameters, initial states.
+
+Every family maps (parameters, grid size N, PRNG key) to one trajectory of shape
+(num_frames + 1, N, N, C): frame 0 is the initial state (after any warm-up), then one frame every
+``frame_interval`` time units. Time steps are fixed (no adaptivity, so every trajectory of a
+batch runs the same program under ``vmap``); the defaults were chosen from Courant numbers
+measured on generated data and a half-dt comparison (NOTES_pdedata.md, benchmarks/pde_data_dt.py).
+
+* ``ns_fno``: FNO's forced 2-D Navier-Stokes vorticity (Li et al., ICLR 2021, Sec. 5.3), 1 channel.
+* ``kolmogorov``: Kolmogorov flow, vorticity form (exponax ``KolmogorovFlowVorticity``), 1 channel.
+* ``diffusion_reaction``: PDEBench's FitzHugh-Nagumo system (Takamoto et al. 2022), 2 channels (u, v).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Mapping
+
+import exponax
+import jax
+import jax.numpy as jnp
+
+from jaxlab.errors import InputError, check
+from jaxlab.pde.data import grf, steppers
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+  """A PDE family: ``simulate(params, num_points, key) -> (num_frames + 1, N, N, C)`` float32."""
+
+  name: str
+  channel_names: tuple[str, ...]
+  defaults: Mapping[str, Any]
+  simulate: Callable[[Mapping[str, Any], int, jax.Array], jax.Array]
+  summary: str
+
+  @property
+  def num_channels(self) -> int:
+    return len(self.channel_names)
+
+
+def substeps(params: Mapping[str, Any], interval_key: str = "frame_interval") -> int:
+  """How many ``dt`` steps make one ``params[interval_key]``; the ratio must be an integer."""
+  ratio = params[interval_key] / params["dt"]
+  count = round(ratio)
+  check(count >= 1 and math.isclose(ratio, count, rel_tol=1e-9),
+        f"{interval_key}={params[interval_key]} must be a positive integer multiple of dt={params['dt']}")
+  return count
+
+
+def _channels_last(trajectory: jax.Array) -> jax.Array:
+  return jnp.moveaxis(trajectory, 1, -1).astype(jnp.float32)  # (T+1, C, N, N) -> (T+1, N, N, C)
+
+
+def _simulate_ns_fno(params: Mapping[str, Any], num_points: int, key: jax.Array) -> jax.Array:
+  stepper = steppers.ForcedNavierStokesVorticity(
+      params["domain_extent"], num_points, params["dt"], diffusivity=params["viscosity"],
+      forcing=steppers.fno_forcing(num_points, params["forcing_amplitude"]),
+      convection_scale=params["convection_scale"], order=params["order"],
+      dealiasing_fraction=params["dealiasing_fraction"])
+  w0 = grf.fno_gaussian_random_field(key, num_points, params["grf_alpha"], params["grf_tau"])
+  trajectory = steppers.rollout_frames(stepper, w0[None], substeps=substeps(params),
+                                       num_frames=params["num_frames"])
+  return _channels_last(trajectory.at[0].set(w0[None]))  # frame 0 is w0 exactly, as in FNO's 'a'
+
+
+def _simulate_kolmogorov(params: Mapping[str, Any], num_points: int, key: jax.Array) -> jax.Array:
+  stepper = exponax.stepper.KolmogorovFlowVorticity(
+      2, params["domain_extent"], num_points, params["dt"], diffusivity=params["viscosity"],
+      convection_scale=params["convection_scale"], drag=params["drag"],
+      injection_mode=params["injection_mode"], injection_scale=params["injection_scale"],
+      order=params["order"], dealiasing_fraction=params["dealiasing_fraction"])
+  # A random smooth start; the warm-up carries it onto the attractor, which is what is recorded.
+  w0 = params["ic_scale"] * grf.fno_gaussian_random_field(key, num_points)
+  warmup = 0 if params["warmup_time"] == 0 else substeps(params, "warmup_time")
+  return _channels_last(steppers.rollout_frames(
+      stepper, w0[None], substeps=substeps(params), num_frames=params["num_frames"], warmup_steps=warmup))
+
+
+def _simulate_diffusion_reaction(params: Mapping[str, Any], num_points: int,
+                                 key: jax.Array) -> jax.Array:
+  stepper = steppers.FitzHughNagumo(
+      params["domain_extent"], num_points, params["dt"], diffusivity_u=params["diffusivity_u"],
+      diffusivity_v=params["diffusivity_v"], k=params["k"], order=params["order"],
+      dealiasing_fraction=params["dealiasing_fraction"])
+  u0 = params["ic_std"] * jax.random.normal(key, (2, num_points, num_points), jnp.float32)
+  return _channels_last(steppers.rollout_frames(stepper, u0, substeps=substeps(params),
+                                                num_frames=params["num_frames"]))
+
+
+# FNO's three viscosities: (frames after w0, dt). FNO records t = 1..T (T = 50, 30, 20); dt keeps
+# the Courant number max|u| dt / dx <= ~0.6 on the generated data (ETDRK4 blew up at 2x these dt
+# for some trajectories; see NOTES_pdedata.md).
+FNO_VISCOSITIES: dict[float, tuple[int, float]] = {1e-3: (50, 1 / 32), 1e-4: (30, 1 / 64),
+                                                   1e-5: (20, 1 / 64)}
+
+FAMILIES: dict[str, Family] = {
+    "ns_fno": Family(
+        name="ns_fno",
+        channel_names=("vorticity",),
+        defaults=dict(viscosity=1e-3, num_frames=50, frame_interval=1.0, dt=1 / 32, order=4,
+                      dealiasing_fraction=2 / 3, convection_scale=-1.0, forcing_amplitude=0.1,
+                      grf_alpha=2.5, grf_tau=7.0, domain_extent=1.0),
+        simulate=_simulate_ns_fno,
+        summary="w_t + u.grad w = nu Lap w + 0.1(sin 2pi(x+y) + cos 2pi(x+y)), w0 ~ GRF(2.5, 7), [0,1)^2"),
+    "kolmogorov": Family(
+        name="kolmogorov",
+        channel_names=("vorticity",),
+        defaults=dict(viscosity=0.02, drag=-0.1, injection_mode=4, injection_scale=1.0,
+                      num_frames=40, frame_interval=0.5, warmup_time=20.0, dt=0.02, order=4,
+                      dealiasing_fraction=2 / 3, convection_scale=-1.0, ic_scale=4.0,
+                      domain_extent=2 * math.pi),
+        simulate=_simulate_kolmogorov,
+        summary="w_t + u.grad w = nu Lap w - 0.1 w - 4 cos(4y), [0, 2pi)^2, Re = 1/nu = 50, after a warm-up"),
+    "diffusion_reaction": Family(
+        name="diffusion_reaction",
+        channel_names=("u", "v"),
+        defaults=dict(diffusivity_u=1e-3, diffusivity_v=5e-3, k=5e-3, num_frames=100,
+                      frame_interval=0.05, dt=0.025, order=4, dealiasing_fraction=None,
+                      ic_std=1.0, domain_extent=2.0),
+        simulate=_simulate_diffusion_reaction,
+        summary="PDEBench FitzHugh-Nagumo on [-1, 1]^2 (periodic), u0, v0 ~ N(0, 1) per grid point, T = 5"),
+}
+
+
+def get_family(name: str) -> Family:
+  if name not in FAMILIES:
+    raise InputError(f"unknown PDE family {name!r}; known: {sorted(FAMILIES)}")
+  return FAMILIES[name]

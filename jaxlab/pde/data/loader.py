@@ -1,0 +1,250 @@
+"""Pure-numpy batches of PDE windows: a batch is a function of (seed, step), nothing else.
+
+A *window* is ``t_in`` consecutive frames of one trajectory (the input x) and the ``t_out`` frames
+after them (the target y), as in DPOT's auto-regressive pre-training (Hao et al., ICML 2024):
+x (n, X, Y, t_in, C), y (n, X, Y, t_out, C), float32.
+
+The multi-data-set mixture draws, per global-batch row, a data set (with the given weights), a
+training trajectory and a start frame from ``default_rng([tag, seed, step])``; only then are the
+requested ``rows`` read. Every process of a multi-host run computes the same (cheap, integer)
+plan for the whole global batch and materialises only its own rows, and a resumed run at step
+s sees the batch it would have seen: there is no iterator state to checkpoint. Channels are
+zero-padded to a common C with a mask; all data sets must share the grid.
+
+Train/test split is by trajectory: the last ``num_test`` trajectories of each set are test
+trajectories, never drawn by the training sampler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Sequence
+
+import numpy as np
+
+from jaxlab.errors import InputError, check
+from jaxlab.pde.data import store
+from jaxlab.pde.data.families import get_family
+from jaxlab.pde.data.spec import DatasetSpec
+
+_PLAN_TAG = 0x5D07  # separates these streams from other uses of (seed, step)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PDEDataset:
+  """Trajectories (n, frames, X, Y, C) float32 (often a memory map) and a train/test split."""
+
+  name: str
+  trajectories: np.ndarray
+  num_test: int
+  channel_names: tuple[str, ...] = ()
+
+  @property
+  def num_trajectories(self) -> int:
+    return self.trajectories.shape[0]
+
+  @property
+  def num_frames(self) -> int:
+    return self.trajectories.shape[1]
+
+  @property
+  def resolution(self) -> tuple[int, int]:
+    return self.trajectories.shape[2], self.trajectories.shape[3]
+
+  @property
+  def num_channels(self) -> int:
+    return self.trajectories.shape[4]
+
+  @property
+  def num_train(self) -> int:
+    return self.num_trajectories - self.num_test
+
+  def split_indices(self, split: str) -> np.ndarray:
+    """Trajectory indices of 'train' (the first num_train) or 'test' (the last num_test)."""
+    if split == "train":
+      return np.arange(self.num_train)
+    if split == "test":
+      return np.arange(self.num_train, self.num_trajectories)
+    raise InputError(f"split={split!r}; allowed: 'train', 'test'")
+
+
+def _default_num_test(num_trajectories: int) -> int:
+  return max(1, round(0.1 * num_trajectories)) if num_trajectories >= 2 else 0
+
+
+def make_dataset(name: str, trajectories: np.ndarray, *, num_test: int | None = None,
+                 channel_names: Sequence[str] = (), verify_finite: bool = True) -> PDEDataset:
+  """Wraps an array (n, frames, X, Y, C) float32; ``num_test`` defaults to 10% (at least 1)."""
+  shape = getattr(trajectories, "shape", None)
+  check(shape is not None and len(shape) == 5,
+        f"data set {name!r}: trajectories must be (n, frames, X, Y, C), got shape {shape}")
+  check(trajectories.dtype == np.float32,
+        f"data set {name!r}: trajectories must be float32, got {trajectories.dtype}")
+  n = shape[0]
+  num_test = _default_num_test(n) if num_test is None else num_test
+  check(isinstance(num_test, (int, np.integer)) and 0 <= num_test < n,
+        f"data set {name!r}: num_test={num_test} must be in [0, {n - 1}] (at least one training trajectory)")
+  if verify_finite:
+    store.check_finite(trajectories, name)
+  return PDEDataset(name, trajectories, int(num_test), tuple(channel_names))
+
+
+def load_dataset(spec: DatasetSpec, cache_dir: str | os.PathLike | None = None, *,
+                 num_test: int | None = None, chunk_size: int = 32, progress: bool = True,
+                 verify_finite: bool = True) -> PDEDataset:
+  """The generated (cached) data set of ``spec`` with its train/test split."""
+  array = store.load_or_generate(spec, cache_dir, chunk_size=chunk_size, progress=progress,
+                                 verify_finite=verify_finite)
+  return make_dataset(spec.name, array, num_test=num_test,
+                      channel_names=get_family(spec.family).channel_names, verify_finite=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class MixturePlan:
+  """Which window each row of a global batch is: data set, trajectory index, start frame."""
+
+  dataset: np.ndarray  # (G,) int32, position in the data-set list
+  trajectory: np.ndarray  # (G,) int64, index into that set's trajectories
+  start: np.ndarray  # (G,) int64, first input frame
+
+
+def _check_window(datasets: Sequence[PDEDataset], t_in: int, t_out: int) -> None:
+  check(int(t_in) >= 1 and int(t_out) >= 1, f"t_in={t_in} and t_out={t_out} must both be >= 1")
+  for ds in datasets:
+    check(t_in + t_out <= ds.num_frames,
+          f"data set {ds.name!r}: t_in + t_out = {t_in + t_out} exceeds its {ds.num_frames} frames")
+
+
+def _check_weights(datasets: Sequence[PDEDataset], weights: Sequence[float]) -> np.ndarray:
+  w = np.asarray(weights, np.float64)
+  check(len(datasets) >= 1 and w.shape == (len(datasets),),
+        f"need one weight per data set: {len(datasets)} data sets, weights shape {w.shape}")
+  check(bool(np.all(np.isfinite(w)) and np.all(w >= 0) and w.sum() > 0),
+        f"weights={list(weights)} must be finite, >= 0 and not all zero")
+  return w / w.sum()
+
+
+def mixture_plan(datasets: Sequence[PDEDataset], weights: Sequence[float], seed: int, step: int,
+                 global_batch_size: int, t_in: int, t_out: int, split: str = "train") -> MixturePlan:
+  """The composition of global batch ``step``, a function of its arguments only (module docstring)."""
+  check(isinstance(seed, (int, np.integer)) and seed >= 0, f"seed={seed!r} must be an int >= 0")
+  check(isinstance(step, (int, np.integer)) and step >= 0, f"step={step!r} must be an int >= 0")
+  check(isinstance(global_batch_size, (int, np.integer)) and global_batch_size >= 1,
+        f"global_batch_size={global_batch_size!r} must be an int >= 1")
+  _check_window(datasets, t_in, t_out)
+  probs = _check_weights(datasets, weights)
+  pools = [len(ds.split_indices(split)) for ds in datasets]
+  for ds, p, size in zip(datasets, probs, pools):
+    check(p == 0 or size > 0, f"data set {ds.name!r} has no {split} trajectories but weight > 0")
+  rng = np.random.default_rng([_PLAN_TAG, int(seed), int(step)])
+  u = rng.random((global_batch_size, 3))
+  # Categorical by inverse CDF of our own (not rng.choice), so the plan only relies on
+  # Generator.random's stream.
+  dataset = np.minimum(np.searchsorted(np.cumsum(probs), u[:, 0], side="right"), len(datasets) - 1)
+  dataset = np.where(probs[dataset] > 0, dataset, np.argmax(probs))  # guard float edge cases
+  pool = np.asarray(pools)[dataset]
+  offset = np.asarray([ds.num_train if split == "test" else 0 for ds in datasets])[dataset]
+  trajectory = offset + np.minimum((u[:, 1] * pool).astype(np.int64), pool - 1)
+  starts = np.asarray([ds.num_frames - t_in - t_out + 1 for ds in datasets])[dataset]
+  start = np.minimum((u[:, 2] * starts).astype(np.int64), starts - 1)
+  return MixturePlan(dataset.astype(np.int32), trajectory, start)
+
+
+def _rows(rows: Sequence[int] | np.ndarray | None, global_batch_size: int) -> np.ndarray:
+  if rows is None:
+    return np.arange(global_batch_size)
+  rows = np.asarray(rows)
+  check(rows.ndim == 1 and (rows.size == 0 or np.issubdtype(rows.dtype, np.integer)),
+        f"rows must be a 1-D sequence of ints, got shape {rows.shape} dtype {rows.dtype}")
+  check(rows.size == 0 or (rows.min() >= 0 and rows.max() < global_batch_size),
+        f"rows must lie in [0, {global_batch_size}), got min {rows.min() if rows.size else None} "
+        f"max {rows.max() if rows.size else None}")
+  return rows.astype(np.int64)
+
+
+def _common_grid(datasets: Sequence[PDEDataset]) -> tuple[int, int]:
+  grids = {ds.resolution for ds in datasets}
+  check(len(grids) == 1, "data sets must share one grid; got "
+        + ", ".join(f"{ds.name}: {ds.resolution}" for ds in datasets))
+  return grids.pop()
+
+
+def _common_channels(datasets: Sequence[PDEDataset], num_channels: int | None) -> int:
+  widest = max(ds.num_channels for ds in datasets)
+  if num_channels is None:
+    return widest
+  check(num_channels >= widest, f"num_channels={num_channels} is below the widest data set's {widest}")
+  return int(num_channels)
+
+
+def _window(ds: PDEDataset, trajectory: int, start: int, length: int) -> np.ndarray:
+  """Frames [start, start + length) of one trajectory as (X, Y, length, c)."""
+  return np.moveaxis(np.asarray(ds.trajectories[trajectory, start:start + length]), 0, 2)
+
+
+def mixture_batch(datasets: Sequence[PDEDataset], weights: Sequence[float], seed: int, step: int,
+                  global_batch_size: int, rows: Sequence[int] | np.ndarray | None, t_in: int,
+                  t_out: int, *, num_channels: int | None = None,
+                  split: str = "train") -> dict[str, np.ndarray]:
+  """Rows ``rows`` (None: all) of global batch ``step`` of the weighted multi-data-set mixture.
+
+  Returns x (n, X, Y, t_in, C) and y (n, X, Y, t_out, C) float32 with missing channels zero,
+  dataset (n,) int32 (position in ``datasets``) and channel_mask (n, C) bool (True = real
+  channel); n = len(rows). C = ``num_channels`` or the widest data set's channel count.
+  """
+  grid = _common_grid(datasets)
+  channels = _common_channels(datasets, num_channels)
+  plan = mixture_plan(datasets, weights, seed, step, global_batch_size, t_in, t_out, split)
+  rows = _rows(rows, global_batch_size)
+  n = len(rows)
+  x = np.zeros((n, *grid, t_in, channels), np.float32)
+  y = np.zeros((n, *grid, t_out, channels), np.float32)
+  mask = np.zeros((n, channels), bool)
+  for j, r in enumerate(rows):
+    ds = datasets[plan.dataset[r]]
+    window = _window(ds, int(plan.trajectory[r]), int(plan.start[r]), t_in + t_out)
+    c = ds.num_channels
+    x[j, ..., :c] = window[:, :, :t_in]
+    y[j, ..., :c] = window[:, :, t_in:]
+    mask[j, :c] = True
+  return dict(x=x, y=y, dataset=plan.dataset[rows], channel_mask=mask)
+
+
+def windows(dataset: PDEDataset, seed: int, step: int, batch_size: int, t_in: int, t_out: int, *,
+            rows: Sequence[int] | np.ndarray | None = None,
+            split: str = "train") -> dict[str, np.ndarray]:
+  """Random windows of one data set: x (n, X, Y, t_in, C), y (n, X, Y, t_out, C) float32."""
+  batch = mixture_batch([dataset], [1.0], seed, step, batch_size, rows, t_in, t_out, split=split)
+  return dict(x=batch["x"], y=batch["y"])
+
+
+def rollout_eval_data(datasets: Sequence[PDEDataset], t_in: int, num_steps: int | None = None, *,
+                      num_channels: int | None = None,
+                      max_trajectories: int | None = None) -> dict[str, dict[str, np.ndarray]]:
+  """Per data set (by name): its test trajectories' first ``t_in`` frames and the next ``num_steps``.
+
+  ``num_steps`` defaults to every remaining frame of each set. Each entry holds x
+  (n, X, Y, t_in, C), y (n, X, Y, num_steps, C), dataset (n,) int32 and channel_mask (n, C),
+  padded like :func:`mixture_batch`, for auto-regressive rollout and its relative L2 error.
+  """
+  names = [ds.name for ds in datasets]
+  check(len(set(names)) == len(names), f"data set names must be unique, got {names}")
+  _common_grid(datasets)
+  channels = _common_channels(datasets, num_channels)
+  out = {}
+  for d, ds in enumerate(datasets):
+    steps = ds.num_frames - t_in if num_steps is None else num_steps
+    check(steps >= 1, f"data set {ds.name!r}: no frames left after t_in={t_in}")
+    _check_window([ds], t_in, steps)
+    test = ds.split_indices("test")[:max_trajectories]
+    check(len(test) > 0, f"data set {ds.name!r} has no test trajectories (num_test=0)")
+    frames = np.asarray(ds.trajectories[test[0]:test[-1] + 1, :t_in + steps])  # (n, t, X, Y, c)
+    frames = np.moveaxis(frames, 1, 3)  # (n, X, Y, t, c)
+    padded = np.zeros((*frames.shape[:4], channels), np.float32)
+    padded[..., :ds.num_channels] = frames
+    mask = np.zeros((len(test), channels), bool)
+    mask[:, :ds.num_channels] = True
+    out[ds.name] = dict(x=padded[:, :, :, :t_in], y=padded[:, :, :, t_in:],
+                        dataset=np.full(len(test), d, np.int32), channel_mask=mask)
+  return out
