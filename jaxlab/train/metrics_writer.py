@@ -57,7 +57,9 @@ class MetricsWriter:
     if self._tb is not None:
       for k, v in row.items():
         if k != "step" and np.size(v) > 0 and np.issubdtype(np.asarray(v).dtype, np.number):
-          self._tb.add_scalar(k, float(np.mean(v)), step)  # the mean over runs
+          mean = float(np.nanmean(v)) if np.any(np.isfinite(v)) else float("nan")
+          if np.isfinite(mean):  # e.g. no episode finished yet: nothing to plot
+            self._tb.add_scalar(k, mean, step)  # the mean over runs
 
   def close(self) -> None:
     if self._tb is not None:
