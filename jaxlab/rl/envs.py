@@ -1,0 +1,168 @@
+"""Batches of N MinAtar environments (gymnax) as pure, jit-able functions over pytrees.
+
+MinAtar (Young & Tian, 2019) as Dopamine runs it for its MinAtar DQN configs
+(dopamine/labs/environments/minatar/dqn_*.gin, minatar_env.py), which is what the Soft-MoE
+paper's code base (Obando-Ceron et al., ICML 2024) would use:
+
+* all 6 actions (``minatar.Environment.num_actions() == 6``), not gymnax's minimal set;
+* sticky actions with probability 0.1, MinAtar's own default
+  (``minatar.Environment(sticky_action_prob=0.1)``): with that probability the previously
+  *executed* action is repeated. Dopamine's extra ``StickyMinAtarEnv`` wrapper (p=0.25) is off in
+  those gin files. gymnax has no sticky actions, so they are implemented here;
+* no episode time limit (``Runner.max_steps_per_episode = 1e8``), except Freeway's built-in
+  2500-frame limit, which MinAtar reports as a *terminal* state. gymnax instead truncates
+  Breakout/Asterix/Seaquest/SpaceInvaders at 1000 steps by default; ``max_episode_steps`` opts into
+  such a limit, reported as ``truncated``.
+
+Observations are ``bool [N, 10, 10, C]`` (one byte per cell; C = 4 Breakout/Asterix, 6 Space
+Invaders, 7 Freeway, 10 Seaquest). gymnax yields 0/1 float32; a bool keeps the replay buffer 4x
+smaller; networks cast with ``obs.astype(jnp.float32)``.
+
+The environment object is static configuration (hashable, closed over by jit); all state is in
+:class:`VecEnvState`, a pytree of arrays with leading axis N.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import gymnax
+import jax
+import jax.numpy as jnp
+
+from jaxlab.errors import InputError, check
+
+# Short name -> gymnax id.
+ENV_IDS = {
+    "asterix": "Asterix-MinAtar",
+    "breakout": "Breakout-MinAtar",
+    "freeway": "Freeway-MinAtar",
+    "seaquest": "Seaquest-MinAtar",
+    "space_invaders": "SpaceInvaders-MinAtar",
+}
+MINATAR_STICKY_ACTION_PROB = 0.1  # minatar.Environment default, kept by Dopamine's gin files.
+FREEWAY_TIME_LIMIT = 2500         # minatar/environments/freeway.py `time_limit` (a terminal state).
+_NO_LIMIT = 2**30                 # gymnax needs some max_steps_in_episode; never reached.
+
+
+class EpisodeStats(NamedTuple):
+  """Per-environment episode bookkeeping, each leaf shaped [N]."""
+
+  episode_return: jax.Array  # float32: undiscounted return of the running episode so far.
+  episode_length: jax.Array  # int32: steps of the running episode so far.
+  last_return: jax.Array     # float32: return of the last completed episode (0 before any).
+  last_length: jax.Array     # int32: length of the last completed episode (0 before any).
+  completed: jax.Array       # int32: number of episodes completed so far.
+
+
+class VecEnvState(NamedTuple):
+  """State of N environments: gymnax state, last executed action (sticky actions), stats."""
+
+  env_state: Any            # the gymnax EnvState (a flax struct), leaves with leading axis N.
+  last_action: jax.Array    # int32 [N]: action executed at the previous step (0 at start).
+  stats: EpisodeStats
+
+
+@dataclasses.dataclass(frozen=True)
+class MinAtarEnv:
+  """N copies of one MinAtar game; ``reset``/``step`` are pure and jit/vmap/scan-able."""
+
+  name: str
+  gymnax_env: Any = dataclasses.field(repr=False)
+  gymnax_params: Any = dataclasses.field(repr=False)
+  sticky_action_prob: float
+  max_episode_steps: int | None
+
+  @property
+  def num_actions(self) -> int:
+    return int(self.gymnax_env.num_actions)
+
+  @property
+  def obs_shape(self) -> tuple[int, int, int]:
+    """Shape of one observation, [10, 10, C]."""
+    return tuple(self.gymnax_env.obs_shape)
+
+  def reset(self, rng: jax.Array, n: int) -> tuple[VecEnvState, jax.Array]:
+    """Starts ``n`` episodes. Returns the state and ``obs: bool [n, 10, 10, C]``."""
+    check(isinstance(n, int) and n >= 1, f"number of environments n={n!r}; must be an int >= 1")
+    obs, env_state = jax.vmap(self.gymnax_env.reset, in_axes=(0, None))(
+        jax.random.split(rng, n), self.gymnax_params)
+    # One array per leaf: a jitted step that donates the state cannot donate a buffer twice.
+    zf, zi = (lambda: jnp.zeros([n], jnp.float32)), (lambda: jnp.zeros([n], jnp.int32))
+    stats = EpisodeStats(zf(), zi(), zf(), zi(), zi())
+    return VecEnvState(env_state, zi(), stats), obs.astype(jnp.bool_)
+
+  def step(self, state: VecEnvState, actions: jax.Array, rng: jax.Array
+           ) -> tuple[VecEnvState, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]:
+    """Steps all N environments; finished ones restart at once (auto-reset).
+
+    Args:
+      state: from :meth:`reset` or a previous :meth:`step`.
+      actions: int [N] in ``[0, num_actions)``.
+      rng: one key; split per environment here.
+
+    Returns:
+      ``(state, obs, reward, done, info)``: ``obs`` bool [N, 10, 10, C] is the first observation
+      of the new episode where ``done``; ``reward`` float32 [N]; ``done`` bool [N] =
+      terminated | truncated; ``info`` has ``terminated``, ``truncated`` (bool [N]) and
+      ``discount`` (float32 [N], 0 only where terminated: truncation still bootstraps).
+    """
+    n = state.last_action.shape[0]
+    k_sticky, k_env = jax.random.split(rng)
+    actions = actions.astype(jnp.int32)
+    if self.sticky_action_prob > 0:
+      repeat = jax.random.uniform(k_sticky, [n]) < self.sticky_action_prob
+      actions = jnp.where(repeat, state.last_action, actions)
+    # gymnax 1.0: step -> (obs, state, reward, terminated, truncated, info) and auto-resets.
+    obs, env_state, reward, terminated, truncated, _ = jax.vmap(
+        self.gymnax_env.step, in_axes=(0, 0, 0, None))(
+            jax.random.split(k_env, n), state.env_state, actions, self.gymnax_params)
+    length = state.stats.episode_length + 1
+    if self.name == "freeway":  # gymnax truncates at 2500; MinAtar calls it a terminal state.
+      at_limit = length >= FREEWAY_TIME_LIMIT
+      terminated = terminated | at_limit
+      truncated = truncated & ~at_limit
+    done = terminated | truncated
+    reward = reward.astype(jnp.float32)
+    stats = _update_stats(state.stats, reward, length, done)
+    info = dict(terminated=terminated, truncated=truncated,
+                discount=1.0 - terminated.astype(jnp.float32))
+    return VecEnvState(env_state, actions, stats), obs.astype(jnp.bool_), reward, done, info
+
+
+def _update_stats(stats: EpisodeStats, reward: jax.Array, length: jax.Array,
+                  done: jax.Array) -> EpisodeStats:
+  ret = stats.episode_return + reward
+  return EpisodeStats(
+      episode_return=jnp.where(done, 0.0, ret),
+      episode_length=jnp.where(done, 0, length),
+      last_return=jnp.where(done, ret, stats.last_return),
+      last_length=jnp.where(done, length, stats.last_length),
+      completed=stats.completed + done.astype(jnp.int32))
+
+
+def make_env(name: str, *, sticky_action_prob: float = MINATAR_STICKY_ACTION_PROB,
+             full_action_set: bool = True, max_episode_steps: int | None = None) -> MinAtarEnv:
+  """A MinAtar game by short name, set up as Dopamine's MinAtar DQN runs it (see module doc).
+
+  Args:
+    name: one of ``ENV_IDS`` ("asterix", "breakout", "freeway", "seaquest", "space_invaders").
+    sticky_action_prob: probability of repeating the previous executed action (MinAtar: 0.1).
+    full_action_set: 6 actions as in MinAtar/Dopamine; False gives gymnax's minimal set.
+    max_episode_steps: optional time limit, reported as ``truncated`` (None: no limit).
+  """
+  if name not in ENV_IDS:
+    raise InputError(f"unknown MinAtar environment {name!r}; valid: {', '.join(sorted(ENV_IDS))}")
+  check(0.0 <= sticky_action_prob < 1.0,
+        f"sticky_action_prob={sticky_action_prob!r}; must be in [0, 1)")
+  check(max_episode_steps is None or (isinstance(max_episode_steps, int) and max_episode_steps >= 1),
+        f"max_episode_steps={max_episode_steps!r}; must be None or an int >= 1")
+  env, params = gymnax.make(ENV_IDS[name], use_minimal_action_set=not full_action_set)
+  limit = _NO_LIMIT if max_episode_steps is None else max_episode_steps
+  if name == "freeway":
+    limit = min(limit, FREEWAY_TIME_LIMIT)
+  params = params.replace(max_steps_in_episode=limit)
+  return MinAtarEnv(name=name, gymnax_env=env, gymnax_params=params,
+                    sticky_action_prob=float(sticky_action_prob),
+                    max_episode_steps=max_episode_steps)
