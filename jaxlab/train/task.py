@@ -77,6 +77,7 @@ class Task:
 TASKS: Registry = Registry("task")
 TASKS.register_lazy("digits_classification", "jaxlab.tasks.classification:digits_classification")
 TASKS.register_lazy("digits_two_tower", "jaxlab.tasks.two_tower:digits_two_tower")
+TASKS.register_lazy("dqn_minatar", "jaxlab.tasks.dqn_minatar:dqn_minatar")
 
 
 def make_task(config: ml_collections.ConfigDict) -> Task:

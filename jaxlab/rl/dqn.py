@@ -1,0 +1,85 @@
+"""DQN's pieces as pure functions: the TD loss, epsilon-greedy acting, the epsilon schedule.
+
+Mnih et al., "Human-level control through deep reinforcement learning", Nature 2015 (DQN);
+van Hasselt et al., "Deep Reinforcement Learning with Double Q-learning", AAAI 2016 (Double
+DQN), as Dopamine's ``JaxDQNAgent`` implements them (the agent of Obando-Ceron et al., ICML
+2024). The agent loop itself is a ``jaxlab.train`` task (``jaxlab.tasks.dqn_minatar``): acting
+and replay in the step's ``collect``, this loss as its ``loss_fn``, the target network in
+``TrainState.extra``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxlab.errors import check
+
+QFn = Callable[[Any, jax.Array], tuple[jax.Array, dict[str, jax.Array]]]  # (params, obs) -> (q, stats)
+LOSSES = ("huber", "mse")
+
+
+def linear_epsilon(frame: jax.Array, decay_frames: int, warmup_frames: int, end: float) -> jax.Array:
+  r"""Dopamine's ``linearly_decaying_epsilon``: 1 during warm-up, then linear to ``end``.
+
+  .. math::
+    \epsilon(t) = \epsilon_e + \mathrm{clip}\Big((1 - \epsilon_e)
+      \frac{T_d + T_w - t}{T_d},\ 0,\ 1 - \epsilon_e\Big)
+  """
+  left = decay_frames + warmup_frames - frame.astype(jnp.float32)
+  return end + jnp.clip((1.0 - end) * left / decay_frames, 0.0, 1.0 - end)
+
+
+def epsilon_greedy(q_values: jax.Array, rng: jax.Array, epsilon: jax.Array) -> jax.Array:
+  """Actions ``int32 [N]`` from ``q_values [N, A]``: random with probability ``epsilon``."""
+  k_explore, k_action = jax.random.split(rng)
+  n, a = q_values.shape
+  explore = jax.random.uniform(k_explore, (n,)) < epsilon
+  random_actions = jax.random.randint(k_action, (n,), 0, a)
+  return jnp.where(explore, random_actions, jnp.argmax(q_values, axis=-1)).astype(jnp.int32)
+
+
+def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: float,
+            double_dqn: bool = False, loss: str = "huber") -> tuple[jax.Array, dict[str, jax.Array]]:
+  r"""One-step TD loss on a replay batch (``obs, action, reward, discount, next_obs``).
+
+  .. math::
+    y = r + \gamma\, d\, Q_{\bar\theta}(s', a^*), \quad
+    a^* = \arg\max_a Q_{\bar\theta}(s', a)\ \text{(DQN)} \text{ or }
+          \arg\max_a Q_\theta(s', a)\ \text{(Double DQN)}, \quad
+    L = \mathrm{mean}\ \ell(Q_\theta(s, a) - y)
+
+  with :math:`d = 0` at terminal steps and :math:`\ell` Huber (:math:`\delta = 1`, Dopamine's
+  default) or squared error. Returns the loss and metrics (mean Q, TD error, the network's
+  routing statistics).
+  """
+  check(loss in LOSSES, f"loss={loss!r}; choose one of {LOSSES}")
+  obs, next_obs = batch.obs, batch.next_obs
+  q, stats = q_fn(params, obs)
+  q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=1)[:, 0]
+  q_next_target, _ = q_fn(target_params, next_obs)
+  if double_dqn:
+    q_next_online, _ = q_fn(params, next_obs)
+    best = jnp.argmax(q_next_online, axis=-1)
+    next_value = jnp.take_along_axis(q_next_target, best[:, None], axis=1)[:, 0]
+  else:
+    next_value = jnp.max(q_next_target, axis=-1)
+  target = jax.lax.stop_gradient(batch.reward + gamma * batch.discount * next_value)
+  error = q_taken - target
+  value = optax.huber_loss(error, delta=1.0) if loss == "huber" else 0.5 * jnp.square(error)
+  metrics = {"q_mean": jnp.mean(q_taken), "td_abs_error": jnp.mean(jnp.abs(error))}
+  metrics.update({f"moe/{k}": jnp.mean(v) for k, v in stats.items() if jnp.ndim(v) <= 1})
+  return jnp.mean(value), metrics
+
+
+def periodic_sync(period: int) -> Callable[[Any], Any]:
+  """``update_extra`` for ``make_train_step``: target params <- params every ``period`` updates."""
+  check(isinstance(period, int) and period >= 1, f"target update period={period!r}; must be an int >= 1")
+
+  def sync(state):
+    take = state.step % period == 0
+    return jax.tree.map(lambda t, p: jnp.where(take, p, t), state.extra, state.params)
+  return sync

@@ -1,0 +1,140 @@
+"""DQN with (Soft-)MoE value networks on MinAtar, fully on the device, through the shared step.
+
+Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024. Each
+train step is one DQN update: the step's ``collect`` acts ``update_period`` times in
+``env.num_envs`` gymnax environments (epsilon-greedy with the online network), writes the
+transitions to a flashbax replay buffer and samples a batch; the loss is the TD loss against the
+target network in ``TrainState.extra``, synced by ``update_extra``. Environments, the buffer and
+episode statistics live in ``TrainState.data_state``, so a checkpoint holds everything and a
+killed run resumes bit-identically. The buffer starts with ``min_replay_history`` frames of
+uniformly random actions (Dopamine acts with epsilon = 1 and does not train until then).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from jaxlab.errors import InputError, check
+from jaxlab.rl import dqn
+from jaxlab.rl.envs import make_env
+from jaxlab.rl.networks import QNetwork
+from jaxlab.rl.replay import TimeStep, make_replay
+from jaxlab.train.task import TASKS, Task
+
+RETURN_WINDOW = 100  # episode_return = mean over the last 100 completed episodes (all envs)
+
+
+class DataState(NamedTuple):
+  env: Any               # VecEnvState of num_envs environments
+  obs: jax.Array         # bool [num_envs, 10, 10, C]: the observations to act on
+  replay: Any            # flashbax buffer state
+  returns: jax.Array     # float32 [RETURN_WINDOW]: a ring of completed-episode returns
+  episodes: jax.Array    # int32 []: completed episodes so far
+
+
+def _push_returns(returns: jax.Array, episodes: jax.Array, done: jax.Array, last_return: jax.Array):
+  slot = (episodes + jnp.cumsum(done) - 1) % RETURN_WINDOW
+  returns = returns.at[jnp.where(done, slot, RETURN_WINDOW)].set(last_return, mode="drop")
+  return returns, episodes + jnp.sum(done, dtype=jnp.int32)
+
+
+def recent_return(returns: jax.Array, episodes: jax.Array) -> jax.Array:
+  n = jnp.minimum(episodes, RETURN_WINDOW)
+  valid = jnp.arange(RETURN_WINDOW) < n
+  return jnp.where(n > 0, jnp.sum(jnp.where(valid, returns, 0.0)) / jnp.maximum(n, 1), jnp.nan)
+
+
+@TASKS.register("dqn_minatar")
+def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
+  """The task of ``configs/dqn_minatar.py`` (see there for every key)."""
+  e, d = config.env, config.dqn
+  env = make_env(e.name, sticky_action_prob=e.sticky_action_prob)
+  n_envs = e.num_envs
+  check(isinstance(n_envs, int) and n_envs >= 1, f"env.num_envs={n_envs!r}; must be an int >= 1")
+  check(isinstance(d.update_period, int) and d.update_period >= 1,
+        f"dqn.update_period={d.update_period!r}; must be an int >= 1")
+  frames_per_step = d.update_period * n_envs
+  if d.target_update_period % frames_per_step:
+    raise InputError(f"dqn.target_update_period={d.target_update_period} frames must be a multiple of the "
+                     f"{frames_per_step} frames of one update (update_period x env.num_envs)")
+  replay = make_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history)
+  net = QNetwork(num_actions=env.num_actions, **dict(config.network))
+  obs_shape = env.obs_shape
+  if tuple(config.get("obs_shape", obs_shape)) != tuple(obs_shape):
+    raise InputError(f"obs_shape={tuple(config.obs_shape)} does not match {e.name}'s observations {obs_shape}")
+  q_fn = lambda params, obs: net.apply({"params": params}, obs.astype(jnp.float32))
+  prefill_steps = math.ceil(d.min_replay_history / n_envs) + 1  # +1: the first slot has no successor yet
+  prefill_frames = prefill_steps * n_envs
+
+  def init_params(rng):
+    return net.init(rng, jnp.zeros((1, *obs_shape), jnp.float32))["params"]
+
+  def env_step(data: DataState, params: Any, epsilon: jax.Array, rng: jax.Array) -> DataState:
+    k_act, k_env = jax.random.split(rng)
+    if params is None:  # warm-up: uniformly random actions
+      actions = jax.random.randint(k_act, (n_envs,), 0, env.num_actions).astype(jnp.int32)
+    else:
+      actions = dqn.epsilon_greedy(q_fn(params, data.obs)[0], k_act, epsilon)
+    env_state, obs, reward, done, info = env.step(data.env, actions, k_env)
+    replay_state = replay.add(data.replay, TimeStep(data.obs, actions, reward, info["discount"]))
+    returns, episodes = _push_returns(data.returns, data.episodes, done, env_state.stats.last_return)
+    return DataState(env_state, obs, replay_state, returns, episodes)
+
+  def init_data(params, rng):
+    del params
+    k_reset, k_fill = jax.random.split(rng)
+    env_state, obs = env.reset(k_reset, n_envs)
+    example = TimeStep(obs[0], jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+    data = DataState(env_state, obs, replay.init(example), jnp.zeros((RETURN_WINDOW,), jnp.float32),
+                     jnp.zeros((), jnp.int32))
+    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, None, jnp.ones(()), k), None), data,
+                           jax.random.split(k_fill, prefill_steps))
+    return data
+
+  def epsilon_at(step):
+    frame = prefill_frames + step * frames_per_step
+    return dqn.linear_epsilon(frame, d.epsilon_decay_frames, prefill_frames, d.epsilon_end)
+
+  def collect(state, rng):
+    epsilon = epsilon_at(state.step)
+    k_act, k_sample = jax.random.split(rng)
+    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, state.params, epsilon, k), None), state.data_state,
+                           jax.random.split(k_act, d.update_period))
+    batch = replay.sample(data.replay, k_sample)
+    metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
+               "episodes": data.episodes, "frames": prefill_frames + (state.step + 1) * frames_per_step}
+    return state.replace(data_state=data), batch, metrics
+
+  def loss_fn(params, batch, rng, target_params):
+    del rng
+    return dqn.td_loss(q_fn, params, target_params, batch, gamma=d.gamma, double_dqn=d.double_dqn, loss=d.loss)
+
+  def evaluate(state, rng):
+    """Greedy-ish play (epsilon_eval) in fresh environments: mean return of completed episodes."""
+    k_reset, k_run = jax.random.split(rng)
+    env_state, obs = env.reset(k_reset, d.eval_envs)
+
+    def body(carry, k):
+      env_state, obs, total, count = carry
+      k_act, k_env = jax.random.split(k)
+      actions = dqn.epsilon_greedy(q_fn(state.params, obs)[0], k_act, d.eval_epsilon)
+      env_state, obs, _, done, _ = env.step(env_state, actions, k_env)
+      total = total + jnp.sum(jnp.where(done, env_state.stats.last_return, 0.0))
+      return (env_state, obs, total, count + jnp.sum(done)), None
+
+    init = (env_state, obs, jnp.zeros(()), jnp.zeros((), jnp.int32))
+    (_, _, total, count), _ = jax.lax.scan(body, init, jax.random.split(k_run, d.eval_steps))
+    return {"eval_return": jnp.where(count > 0, total / jnp.maximum(count, 1), jnp.nan),
+            "eval_episodes": count}
+
+  return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,
+              evaluate=evaluate if d.eval_steps > 0 else None,
+              init_extra=lambda params: jax.tree.map(jnp.copy, params),
+              update_extra=dqn.periodic_sync(d.target_update_period // frames_per_step),
+              throughput={"frames": frames_per_step},
+              description=f"DQN {e.name}, {config.network.head} head")

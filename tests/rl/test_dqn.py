@@ -1,0 +1,116 @@
+"""DQN: the TD loss and schedule against hand computations; the MinAtar task through the trainer."""
+
+from types import SimpleNamespace
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from configs import dqn_minatar
+from jaxlab.errors import InputError
+from jaxlab.rl import dqn
+from jaxlab.train.metrics_writer import read_metrics
+from jaxlab.train.trainer import train
+
+
+def _linear_q(params, obs):
+  return obs @ params["w"], {}
+
+
+def _batch():
+  return SimpleNamespace(obs=jnp.array([[1.0, 0.0], [0.0, 1.0]]), action=jnp.array([0, 1]),
+                         reward=jnp.array([1.0, -1.0]), discount=jnp.array([1.0, 0.0]),
+                         next_obs=jnp.array([[0.0, 1.0], [1.0, 1.0]]))
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_td_loss_matches_a_hand_computation(double):
+  online = {"w": jnp.array([[1.0, 2.0, 0.0], [3.0, -1.0, 0.5]])}
+  target = {"w": jnp.array([[0.5, 0.0, 1.0], [2.0, 1.0, 0.0]])}
+  loss, metrics = dqn.td_loss(_linear_q, online, target, _batch(), gamma=0.9, double_dqn=double, loss="mse")
+  # Sample 0: Q(s,a=0) = 1; s' = [0, 1]: target Q = [2, 1, 0]; online Q = [3, -1, 0.5].
+  next_value = 2.0 if not double else 2.0  # both pick action 0 here
+  y0 = 1.0 + 0.9 * next_value
+  # Sample 1: Q(s,a=1) = -1; terminal (discount 0): y = -1.
+  expected = 0.5 * ((1.0 - y0) ** 2 + (-1.0 - (-1.0)) ** 2) / 2
+  np.testing.assert_allclose(loss, expected, rtol=1e-6)
+  np.testing.assert_allclose(metrics["q_mean"], 0.0, atol=1e-6)
+
+
+def test_double_dqn_uses_the_online_argmax():
+  online = {"w": jnp.array([[0.0, 5.0], [0.0, 5.0]])}    # online prefers action 1 everywhere
+  target = {"w": jnp.array([[3.0, 1.0], [3.0, 1.0]])}    # target prefers action 0
+  batch = SimpleNamespace(obs=jnp.array([[1.0, 0.0]]), action=jnp.array([0]), reward=jnp.array([0.0]),
+                          discount=jnp.array([1.0]), next_obs=jnp.array([[1.0, 0.0]]))
+  _, plain = dqn.td_loss(_linear_q, online, target, batch, gamma=1.0, double_dqn=False, loss="mse")
+  _, double = dqn.td_loss(_linear_q, online, target, batch, gamma=1.0, double_dqn=True, loss="mse")
+  np.testing.assert_allclose(plain["td_abs_error"], 3.0)   # |0 - (0 + max target)| = 3
+  np.testing.assert_allclose(double["td_abs_error"], 1.0)  # |0 - target[argmax online]| = 1
+
+
+def test_huber_is_quadratic_then_linear():
+  online, target = {"w": jnp.zeros((2, 2))}, {"w": jnp.zeros((2, 2))}
+  batch = SimpleNamespace(obs=jnp.ones((2, 2)), action=jnp.array([0, 0]), reward=jnp.array([0.5, 3.0]),
+                          discount=jnp.zeros(2), next_obs=jnp.ones((2, 2)))
+  loss, _ = dqn.td_loss(_linear_q, online, target, batch, gamma=0.99, loss="huber")
+  np.testing.assert_allclose(loss, (0.5 * 0.5 ** 2 + (3.0 - 0.5)) / 2, rtol=1e-6)
+
+
+def test_linear_epsilon_is_dopamines_schedule():
+  eps = lambda f: float(dqn.linear_epsilon(jnp.asarray(f), decay_frames=1000, warmup_frames=200, end=0.01))
+  assert eps(0) == 1.0 and eps(200) == 1.0
+  np.testing.assert_allclose(eps(700), 0.01 + 0.99 * 0.5, rtol=1e-6)
+  assert eps(1200) == pytest.approx(0.01) and eps(10_000) == pytest.approx(0.01)
+
+
+def test_epsilon_greedy_extremes():
+  q = jnp.array([[0.0, 1.0, 0.0]] * 2000)
+  greedy = dqn.epsilon_greedy(q, jax.random.key(0), jnp.asarray(0.0))
+  assert np.all(np.asarray(greedy) == 1)
+  random = np.asarray(dqn.epsilon_greedy(q, jax.random.key(1), jnp.asarray(1.0)))
+  assert set(np.unique(random)) == {0, 1, 2} and abs(np.mean(random == 1) - 1 / 3) < 0.05
+
+
+# --- the task through the trainer ---------------------------------------------------------------
+
+def _tiny(**overrides):
+  c = dqn_minatar.get_config("tiny")
+  for k, v in overrides.items():
+    node, _, leaf = k.rpartition(".")
+    (c[node] if node else c)[leaf] = v
+  return c
+
+
+def test_killed_dqn_run_resumes_bit_identically(tmp_path):
+  full = train(_tiny(), str(tmp_path / "full"), devices=jax.devices()[:1], progress=False)
+  killed = str(tmp_path / "killed")
+  train(_tiny(), killed, stop_after=15, devices=jax.devices()[:1], progress=False)  # checkpoint at 10
+  resumed = train(_tiny(), killed, devices=jax.devices()[:1], progress=False)
+  chex.assert_trees_all_equal(jax.device_get(full.state), jax.device_get(resumed.state))
+  row = read_metrics(killed)[-1]
+  assert row["frames"] == full.summary["steps"] * 4 + 65 and "frames_per_sec" in row and "epsilon" in row
+
+
+def test_eight_vmapped_seeds_equal_single_runs(tmp_path):
+  config = _tiny(**{"runs.seeds": 8})
+  many = train(config, str(tmp_path / "many"), progress=False)
+  assert many.state.params["Dense_0"]["kernel"].shape[0] == 8
+  assert many.state.data_state.replay.experience.obs.sharding.spec[0] == "data"
+  one = train(_tiny(seed=3), str(tmp_path / "one"), devices=jax.devices()[:1], progress=False)
+  chex.assert_trees_all_close(jax.tree.map(lambda x: x[3], jax.device_get(many.state.params)),
+                              jax.device_get(one.state.params), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("overrides,match", [
+    ({"env.name": "pong"}, "unknown MinAtar environment 'pong'"),
+    ({"dqn.replay_capacity": 16}, "batch_size=32 is larger than the replay"),
+    ({"network.tokenizer": "per_pixel"}, "tokenizer='per_pixel'"),
+    ({"network.num_experts": 0}, "num_experts"),
+    ({"dqn.target_update_period": 6}, "target_update_period=6 frames must be a multiple of the 4 frames"),
+    ({"env.num_envs": 0}, "env.num_envs=0"),
+])
+def test_bad_rl_input_is_one_clear_line(tmp_path, overrides, match):
+  with pytest.raises(InputError, match=match):
+    train(_tiny(**overrides), str(tmp_path), devices=jax.devices()[:1], progress=False)
