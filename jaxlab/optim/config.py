@@ -10,6 +10,7 @@
       "weight_decay": 1e-4,
       "weight_decay_mask": "no_bias_norm",   # no decay on 1-d leaves (biases, norm scales)
       "chain": (("clip_by_global_norm", {"max_norm": 1.0}),),   # GRADIENT_TRANSFORMS, applied first
+      "freeze": (r"^embed/", r"blocks_0/"),   # params whose path matches are not updated
       # any other key: a keyword argument of the optimizer (unknown ones are an error)
   }
 
@@ -48,7 +49,27 @@ WEIGHT_DECAY_MASKS: dict[str, Callable[[Any], Any] | None] = {
     "no_bias_norm": lambda params: jax.tree.map(lambda p: p.ndim > 1, params),
 }
 
-_CONFIG_KEYS = ("name", "learning_rate", "schedule", "schedule_kwargs", "weight_decay_mask", "chain")
+def freeze_labels(patterns: Sequence[str]) -> Callable[[Any], Any]:
+  """``params -> labels``: "frozen" where a regex matches the param path, else "train"."""
+  import re
+
+  from jaxlab.train.sharding import path_name
+  compiled = []
+  for p in patterns:
+    try:
+      compiled.append((p, re.compile(p)))
+    except re.error as e:
+      raise InputError(f"optimizer.freeze has an invalid regex {p!r}: {e}") from None
+
+  def labels(params):
+    names = {id(leaf): path_name(path) for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
+    for p, c in compiled:
+      if not any(c.search(n) for n in names.values()):
+        raise InputError(f"optimizer.freeze pattern {p!r} matches no parameter (paths look like: "
+                         f"{', '.join(list(names.values())[:4])})")
+    return jax.tree_util.tree_map_with_path(
+        lambda path, _: "frozen" if any(c.search(path_name(path)) for _, c in compiled) else "train", params)
+  return labels
 
 
 def _parameters(fn: Callable) -> dict[str, inspect.Parameter]:
@@ -88,6 +109,7 @@ def optimizer_from_config(opt_config: Any, num_steps: int, swept: Sequence[str] 
   schedule_kwargs = dict(kwargs.pop("schedule_kwargs", {}) or {})
   mask_name = kwargs.pop("weight_decay_mask", "all") or "all"
   chain = _chain(kwargs.pop("chain", ()))
+  freeze = tuple(kwargs.pop("freeze", ()) or ())
   lr_arg = LR_ARG.get(name, "learning_rate")
 
   if "learning_rate" in kwargs and lr_arg != "learning_rate":
@@ -124,7 +146,10 @@ def optimizer_from_config(opt_config: Any, num_steps: int, swept: Sequence[str] 
     opt = optax.inject_hyperparams(factory, static_args=static)(**kwargs)
   else:
     opt = factory(**kwargs)
-  return optax.chain(*chain, opt) if chain else opt
+  opt = optax.chain(*chain, opt) if chain else opt
+  if freeze:  # fine-tuning: frozen params get zero updates and carry no optimizer state
+    opt = optax.partition({"train": opt, "frozen": optax.set_to_zero()}, freeze_labels(freeze))
+  return opt
 
 
 def set_hyperparams(opt_state: Any, values: dict[str, Any]) -> Any:

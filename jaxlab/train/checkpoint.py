@@ -169,6 +169,13 @@ def abstract_like(tree: Any, shardings: Any) -> Any:
   return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
 
 
+def _subtree(saved: Any, wanted: Any) -> Any:
+  """The part of ``saved`` (metadata) that ``wanted`` asks for, so a partial request is no mismatch."""
+  if isinstance(saved, dict) and isinstance(wanted, dict):
+    return {k: _subtree(saved[k], v) if k in saved else v for k, v in wanted.items()}
+  return saved
+
+
 def restore_params(directory: str, abstract_params: Any, step: int | None = None) -> Any:
   """Only ``params`` from a jaxlab checkpoint directory (``workdir/checkpoints``), for fine-tuning.
 
@@ -182,7 +189,8 @@ def restore_params(directory: str, abstract_params: Any, step: int | None = None
     step = manager.latest_step() if step is None else step
     if step is None:
       raise InputError(f"no checkpoint in {directory}")
-    problems = _structure_differences(manager.item_metadata(step).state.tree["params"], abstract_params)
+    saved = manager.item_metadata(step).state.tree["params"]
+    problems = _structure_differences(_subtree(saved, abstract_params), abstract_params)
     if problems:
       raise InputError(f"params in {directory}/{step} do not fit this model: " + "; ".join(problems))
     item = {"params": abstract_params}

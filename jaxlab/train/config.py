@@ -25,6 +25,9 @@ def trainer_config(**overrides: Any) -> ml_collections.ConfigDict:
     log_every, eval_every, checkpoint_every: schedules in steps (checked at call boundaries).
     checkpoint_keep / checkpoint_keep_period: keep policy (newest N, plus every multiple).
     prefetch: host batches built ahead in a background thread (0 for none).
+    init_from.workdir / init_from.reinit: fine-tune from another run's newest params, keeping a
+      fresh initialisation where a reinit regex matches (``jaxlab.train.finetune``); freeze
+      params with the optimizer's ``freeze`` patterns.
   """
   c = ml_collections.ConfigDict()
   c.seed = 0
@@ -46,6 +49,7 @@ def trainer_config(**overrides: Any) -> ml_collections.ConfigDict:
   c.checkpoint_keep = 2
   c.checkpoint_keep_period = 0
   c.prefetch = 1
+  c.init_from = ml_collections.ConfigDict({"workdir": "", "reinit": ()})
   c.update(overrides)
   return c
 

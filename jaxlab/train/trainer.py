@@ -25,6 +25,7 @@ from jaxlab.optim.config import optimizer_from_config
 from jaxlab.train import input_pipeline
 from jaxlab.train import sharding as sharding_lib
 from jaxlab.train.checkpoint import Checkpointer, abstract_like
+from jaxlab.train.finetune import load_pretrained
 from jaxlab.train.mesh import make_mesh
 from jaxlab.train.metrics_writer import MetricsWriter
 from jaxlab.train.preemption import PreemptionWatcher
@@ -149,6 +150,9 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
       state, _ = ckpt.restore(abstract_like(abstract_state, state_sharding))
     else:
       state = jax.jit(init, out_shardings=state_sharding)(*init_args)
+      init_from = config.get("init_from", None)
+      if init_from is not None and init_from.get("workdir", ""):
+        state = _fine_tune_start(state, task, optimizer, init_from, runs is not None)
     start = int(np.asarray(jax.device_get(state.step)).reshape(-1)[0])
     if start > config.num_steps:
       raise InputError(f"the workdir's checkpoint is at step {start}, beyond num_steps={config.num_steps}; "
@@ -283,6 +287,17 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
   elif steps < config.num_steps:
     summary["stopped"] = f"early at step {steps} of {config.num_steps} (--stop_after; rerun to resume)"
   return TrainResult(state=state, summary=summary)
+
+
+def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: Any, has_runs: bool) -> TrainState:
+  """A fresh state whose params come from ``init_from.workdir`` (``reinit`` leaves stay fresh)."""
+  if has_runs:
+    raise InputError("init_from (fine-tuning) works with single runs; set runs.seeds=1 and no runs.sweep")
+  params = load_pretrained(state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()))
+  shardings = jax.tree.map(lambda x: x.sharding, state.opt_state)
+  opt_state = jax.jit(optimizer.init, out_shardings=shardings)(params)
+  extra = task.init_extra(params) if task.init_extra is not None else state.extra
+  return state.replace(params=params, opt_state=opt_state, extra=extra)
 
 
 def _skipped(state: TrainState) -> Any:

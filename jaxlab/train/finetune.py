@@ -1,0 +1,63 @@
+"""Fine-tuning: start a run from another run's params, with chosen parts re-initialised.
+
+``config.init_from.workdir`` names the pre-training run; its newest checkpoint's params replace
+the fresh ones, except leaves whose path matches a ``config.init_from.reinit`` regex (e.g. a new
+output head), which keep their fresh initialisation. Freezing is the optimizer's
+``freeze`` option. Only params are read (the optimizer starts afresh), and only when the
+fine-tuning run has no checkpoint of its own (a resumed fine-tuning run restores itself).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Sequence
+
+import jax
+
+from jaxlab.errors import InputError
+from jaxlab.train.checkpoint import restore_params
+from jaxlab.train.sharding import path_name
+
+
+def _prune(tree: Any, drop: Any, prefix: str = "") -> Any:
+  if isinstance(tree, dict):
+    out = {}
+    for k, v in tree.items():
+      name = f"{prefix}{k}"
+      if isinstance(v, dict):
+        sub = _prune(v, drop, f"{name}/")
+        if sub:
+          out[k] = sub
+      elif not drop(name):
+        out[k] = v
+    return out
+  raise InputError("init_from needs params that are nested dicts (flax/haiku params)")
+
+
+def _merge(fresh: Any, loaded: Any) -> Any:
+  if isinstance(fresh, dict):
+    return {k: _merge(v, loaded[k]) if k in loaded else v for k, v in fresh.items()}
+  return loaded
+
+
+def load_pretrained(params: Any, workdir: str, reinit: Sequence[str] = ()) -> Any:
+  """``params`` with every leaf not matching ``reinit`` replaced by ``workdir``'s newest params."""
+  compiled = []
+  for p in reinit:
+    try:
+      compiled.append(re.compile(p))
+    except re.error as e:
+      raise InputError(f"init_from.reinit has an invalid regex {p!r}: {e}") from None
+  names = [path_name(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
+  for p, c in zip(reinit, compiled):
+    if not any(c.search(n) for n in names):
+      raise InputError(f"init_from.reinit pattern {p!r} matches no parameter (paths look like: {', '.join(names[:4])})")
+  directory = os.path.join(workdir, "checkpoints")
+  if not os.path.isdir(directory):
+    raise InputError(f"init_from.workdir {workdir!r} holds no checkpoints/ directory")
+  default = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", default)),
+                          params)
+  keep = _prune(abstract, lambda name: any(c.search(name) for c in compiled))
+  return _merge(params, restore_params(directory, keep))
