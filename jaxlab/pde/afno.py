@@ -15,11 +15,13 @@ of twice the width, so a layer is one batched matmul.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxlab.errors import check
 from jaxlab.pde.layers import get_activation
@@ -100,6 +102,14 @@ def afno_init_scale(width: int, n_blocks: int, hidden_size_factor: int = 1) -> f
   return 1.0 / (block * block * hidden_size_factor)
 
 
+def split_uniform(key: Array, shapes: dict[str, tuple[int, ...]], scale: float) -> dict[str, Array]:
+  """``scale * U[0, 1)`` arrays of the given shapes, cut from one draw."""
+  sizes = [math.prod(s) for s in shapes.values()]
+  flat = scale * jax.random.uniform(key, (sum(sizes),), jnp.float32)
+  offsets = np.cumsum([0] + sizes)
+  return {name: flat[offsets[i]:offsets[i + 1]].reshape(shape) for i, (name, shape) in enumerate(shapes.items())}
+
+
 class AFNO2D(nn.Module):
   """Flax layer over :func:`afno2d`; input and output (B, X, Y, width), channels-last.
 
@@ -116,7 +126,9 @@ class AFNO2D(nn.Module):
   def __call__(self, x: Array) -> Array:
     check(x.shape[-1] == self.width, f"AFNO2D input has {x.shape[-1]} channels, expected width={self.width}")
     scale = afno_init_scale(self.width, self.n_blocks, self.hidden_size_factor)
-    init = lambda key, shape: scale * jax.random.uniform(key, shape, jnp.float32)
     shapes = afno_param_shapes(self.width, self.n_blocks, self.hidden_size_factor)
-    p = {name: self.param(name, init, shape) for name, shape in shapes.items()}
+    # one uniform draw for all four (each distinct random op costs XLA compile time on CPU)
+    # (flax also calls init functions abstractly in apply, to check shapes: hence the zeros)
+    draws = split_uniform(self.make_rng("params"), shapes, scale) if self.is_initializing() else {}
+    p = {name: self.param(name, lambda _key, name=name: draws.get(name, jnp.zeros(shapes[name]))) for name in shapes}
     return afno2d(x, p["w1"], p["b1"], p["w2"], p["b2"], modes=self.modes, act=self.act)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxlab.errors import check
-from jaxlab.pde.afno import afno2d, afno_init_scale, afno_param_shapes
+from jaxlab.pde.afno import afno2d, afno_init_scale, afno_param_shapes, split_uniform
 
 
 class HkAFNO2D(hk.Module):
@@ -25,7 +25,8 @@ class HkAFNO2D(hk.Module):
   def __call__(self, x: jax.Array) -> jax.Array:
     check(x.shape[-1] == self.width, f"AFNO2D input has {x.shape[-1]} channels, expected width={self.width}")
     scale = afno_init_scale(self.width, self.n_blocks, self.hidden_size_factor)
-    init = lambda shape, dtype: scale * jax.random.uniform(hk.next_rng_key(), shape, dtype)
     shapes = afno_param_shapes(self.width, self.n_blocks, self.hidden_size_factor)
-    p = {name: hk.get_parameter(name, shape, jnp.float32, init=init) for name, shape in shapes.items()}
+    draws = split_uniform(hk.next_rng_key(), shapes, scale) if hk.running_init() else {}
+    p = {name: hk.get_parameter(name, shape, jnp.float32, init=lambda *_, name=name: draws[name])
+         for name, shape in shapes.items()}
     return afno2d(x, p["w1"], p["b1"], p["w2"], p["b2"], modes=self.modes, act=self.act)

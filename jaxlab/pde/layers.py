@@ -86,17 +86,6 @@ def group_norm(x: Array, scale: Array, bias: Array, groups: int = 8, eps: float 
   return (centred * jax.lax.rsqrt(var + eps)).reshape(x.shape) * scale + bias
 
 
-def patchify_conv(p: Params, x: Array, patch: int) -> Array:
-  """Conv2d with kernel = stride = ``patch`` as a matmul over patches.
-
-  Notation: n images, x/y patch grid, i/j offset inside a patch, c input and h output channels.
-  ``p["kernel"]`` is ``(patch, patch, C_in, C_out)`` (flax's HWIO).
-  """
-  n, xs, ys, c = x.shape
-  patches = x.reshape(n, xs // patch, patch, ys // patch, patch, c)
-  return jnp.einsum("nxiyjc,ijch->nxyh", patches, p["kernel"]) + p["bias"]
-
-
 def unpatchify(x: Array, patch: int) -> Array:
   """``(B, h, w, patch, patch, C)`` -> ``(B, h*patch, w*patch, C)``: pixel (h*p+i, w*p+j) <- [h, w, i, j]."""
   b, h, w, _, _, c = x.shape
@@ -114,6 +103,27 @@ def torch_uniform_init(fan_in: int) -> Callable:
 
 def init_dense(key: Array, kernel_shape: tuple[int, ...], fan_in: int, dtype=jnp.float32) -> Params:
   """``{"kernel", "bias"}`` with PyTorch's default initialisation; the bias has the kernel's last dim."""
-  k_key, b_key = jax.random.split(key)
-  init = torch_uniform_init(fan_in)
-  return {"kernel": init(k_key, kernel_shape, dtype), "bias": init(b_key, kernel_shape[-1:], dtype)}
+  return init_dense_layers(key, {"layer": (kernel_shape, fan_in)}, dtype)["layer"]
+
+
+def init_dense_layers(key: Array, layers: dict[str, tuple[tuple[int, ...], int]], dtype=jnp.float32) -> Params:
+  """Several ``{"kernel", "bias"}`` layers, ``name -> (kernel_shape, fan_in)``, from ONE uniform draw.
+
+  Same distribution as :func:`torch_uniform_init` per layer; one draw instead of two per layer
+  because each distinct random op costs ~0.3 s of XLA compile time on CPU (threefry), which
+  dominated the compile of a small model's ``init``.
+  """
+  sizes = []
+  for kernel_shape, _ in layers.values():
+    sizes += [math.prod(kernel_shape), kernel_shape[-1]]
+  flat = jax.random.uniform(key, (sum(sizes),), dtype, -1.0, 1.0)
+  out, offset = {}, 0
+  for name, (kernel_shape, fan_in) in layers.items():
+    bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+    parts = []
+    for shape in (kernel_shape, kernel_shape[-1:]):
+      n = math.prod(shape)
+      parts.append(bound * flat[offset:offset + n].reshape(shape))
+      offset += n
+    out[name] = {"kernel": parts[0], "bias": parts[1]}
+  return out
