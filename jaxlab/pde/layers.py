@@ -23,8 +23,12 @@ Params = dict
 
 
 def gelu(x: Array) -> Array:
-  """The exact (erf) GELU, PyTorch's ``nn.GELU()`` default; the tanh form differs by up to ~1e-3."""
-  return jax.nn.gelu(x, approximate=False)
+  """The exact GELU x * (1 + erf(x / sqrt 2)) / 2, as PyTorch's ``nn.GELU()`` computes it.
+
+  Not ``jax.nn.gelu(approximate=False)``: that one goes through erfc, which XLA:CPU evaluates
+  ~2x slower (~5% of a DPOT-Ti train step). The tanh form would differ by up to ~1e-3.
+  """
+  return 0.5 * x * (1.0 + jax.lax.erf(x * np.float32(1 / math.sqrt(2))))
 
 
 # The official ACTIVATION table (models/dpot.py), same names and constants.

@@ -46,6 +46,6 @@ def dpot_config(size: str, **overrides: Any) -> dict[str, Any]:
   return {**DPOT_SIZES[size], **overrides}
 
 
-def dpot(size: str, **overrides: Any) -> DPOT:
-  """``DPOT(**dpot_config(size, **overrides))``."""
+def make_dpot(size: str, **overrides: Any) -> DPOT:
+  """``DPOT(**dpot_config(size, **overrides))`` (named make_dpot so that ``jaxlab.pde.dpot`` stays the module)."""
   return DPOT(**dpot_config(size, **overrides))

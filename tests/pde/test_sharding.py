@@ -14,7 +14,7 @@ from jaxlab.pde.convert import convert_state_dict
 from jaxlab.pde.dpot import init_params
 from jaxlab.pde.losses import make_loss_fn
 from jaxlab.pde.sharding import dpot_state_shardings
-from jaxlab.pde.sizes import dpot
+from jaxlab.pde.sizes import make_dpot
 from jaxlab.train import TrainState, make_mesh, make_train_step
 
 from .fixtures import load
@@ -48,7 +48,7 @@ def test_h_train_step_compiles_with_a_quarter_of_params_and_adam_per_device():
   rematerialised blocks; unrolled it takes ~80 s). The unscanned rules are run by the tiny test below."""
   mesh = make_mesh((("data", 2), ("model", 4)))
   start = time.process_time()
-  compiled, state, total = _abstract_step(dpot("H", remat=True), mesh, batch_size=2)
+  compiled, state, total = _abstract_step(make_dpot("H", remat=True), mesh, batch_size=2)
   print(f"DPOT-H: lower+compile {time.process_time() - start:.1f} s of CPU")
   per_device = compiled.memory_analysis().argument_size_in_bytes   # the batch adds ~0.1%
   assert 0.22 * total <= per_device <= 0.32 * total, (per_device, total)
@@ -60,7 +60,7 @@ def test_h_train_step_compiles_with_a_quarter_of_params_and_adam_per_device():
 
 def test_sharded_tiny_step_equals_single_device_step():
   fx = load("tiny_a")   # the "tiny" preset's configuration, with official weights (saves an init compile)
-  model = dpot("tiny", num_classes=fx["config"]["n_cls"])
+  model = make_dpot("tiny", num_classes=fx["config"]["n_cls"])
   params, _ = convert_state_dict(fx["state_dict"], model)
   mesh = make_mesh((("data", 2), ("model", 4)))
   opt = _adam()
