@@ -183,6 +183,10 @@ def main() -> None:
   parser.add_argument("--torch_python", default=os.environ.get("DPOT_TORCH_PYTHON", "/work/ext/torchvenv/bin/python"))
   parser.add_argument("--dpot_code", default=os.environ.get("DPOT_OFFICIAL_CODE", "/work/ext/DPOT"))
   parser.add_argument("--jax_only", action="store_true", help="time the JAX side even without torch")
+  parser.add_argument("--omp_wait_policy", default="PASSIVE",
+                      help="OMP_WAIT_POLICY for torch: PASSIVE (default) keeps its 2 OpenMP threads from spinning, "
+                           "which on a shared, oversubscribed machine makes a step 10-30x slower; '' leaves "
+                           "libgomp's default (spin, then sleep)")
   parser.add_argument("--peak_n", type=int, default=2048)
   parser.add_argument("--out", default="")
   args = parser.parse_args()
@@ -209,11 +213,12 @@ def main() -> None:
   try:
     print("starting workers (compile + warm-up) ...", flush=True)
     workers[("peak", 0)] = Worker("peak", me + ["--worker=peak", f"--peak_n={args.peak_n}"], base_env)
+    torch_env = dict(base_env, OMP_WAIT_POLICY=args.omp_wait_policy) if args.omp_wait_policy else base_env
     for res in resolutions:
       if not missing:
         workers[("torch", res)] = Worker(f"torch@{res}", [args.torch_python, os.path.abspath(__file__),
                                                           "--worker=torch", f"--res={res}",
-                                                          f"--dpot_code={args.dpot_code}"], base_env)
+                                                          f"--dpot_code={args.dpot_code}"], torch_env)
       for spec in args.jax_variants.split(","):
         name, _, rest = spec.partition("=")
         embedding, _, flags = rest.partition(":")
@@ -266,6 +271,7 @@ def main() -> None:
 
   loads = [rd["load_before"] for rd in rounds]
   result = {"config": {"model": "DPOT-Ti", **TI, "batch": BATCH, "threads": THREADS, "rounds": args.rounds,
+                       "torch_omp_wait_policy": args.omp_wait_policy or "default",
                        "steps_per_round": steps, "machine": platform.processor() or platform.machine(),
                        "cpus": os.cpu_count(), "load_avg_min_median_max": [min(loads), _median(loads), max(loads)]},
             "summary": summary, "rounds": rounds}
