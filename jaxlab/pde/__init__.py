@@ -1,1 +1,16 @@
-"""PDE operator learning: DPOT (Hao et al., ICML 2024), AFNO Fourier attention, FNO, generated PDE data."""
+"""PDE operator learning: DPOT (Hao et al., ICML 2024), AFNO Fourier attention, FNO, generated PDE data.
+
+Model: ``DPOT`` (flax; presets ``make_dpot("Ti")`` ... ``make_dpot("H")`` in ``sizes``), its token mixer
+``AFNO2D`` / pure ``afno2d`` (haiku: ``jaxlab.pde.afno_haiku.HkAFNO2D``), the ``FNO2d`` baseline.
+Training: ``relative_l2_loss`` (the official objective), ``make_loss_fn`` for
+``jaxlab.train.make_train_step``, tensor-parallel ``dpot_sharding_rules``. Official
+checkpoints: ``convert_state_dict`` / ``params_to_state_dict`` / ``load_torch_checkpoint``.
+"""
+
+from jaxlab.pde.afno import AFNO2D, afno2d
+from jaxlab.pde.convert import convert_state_dict, expected_torch_shapes, load_torch_checkpoint, params_to_state_dict
+from jaxlab.pde.dpot import DPOT, DPOTBlock, abstract_params, count_params, init_params
+from jaxlab.pde.fno import FNO2d, spectral_conv2d
+from jaxlab.pde.losses import add_denoising_noise, make_loss_fn, relative_l2_loss
+from jaxlab.pde.sharding import DPOT_SHARDING_RULES, dpot_sharding_rules, dpot_state_shardings
+from jaxlab.pde.sizes import DPOT_SIZES, OFFICIAL_PARAM_COUNTS, make_dpot, dpot_config
