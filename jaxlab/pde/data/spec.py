@@ -113,7 +113,7 @@ def fno_navier_stokes(viscosity: float, num_trajectories: int, *, seed: int = 0,
   check(bool(matches), f"viscosity={viscosity} has no FNO preset; allowed: {sorted(FNO_VISCOSITIES)} "
         "(or call dataset_spec('ns_fno', ..., viscosity=..., num_frames=..., dt=...))")
   num_frames, dt = FNO_VISCOSITIES[matches[0]]
-  params = dict(viscosity=matches[0], num_frames=num_frames, dt=dt, **overrides)
+  params = {"viscosity": matches[0], "num_frames": num_frames, "dt": dt, **overrides}  # overrides win
   return dataset_spec("ns_fno", num_trajectories, seed=seed, resolution=resolution,
                       solver_resolution=solver_resolution, name=f"ns_fno_nu{matches[0]:.0e}", **params)
 
