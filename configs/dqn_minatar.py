@@ -3,7 +3,15 @@ r"""DQN with a Soft-MoE value network on MinAtar, fully jitted, through the one 
 Paper: Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024
 (https://proceedings.mlr.press/v235/obando-ceron24b.html). The penultimate dense layer of the
 value network is a Soft MoE (Puigcerver et al., ICLR 2024) over the encoder's per-pixel tokens.
-DQN settings follow Dopamine's MinAtar DQN configs; frames = updates x update_period x num_envs.
+DQN settings are Dopamine's MinAtar DQN configs (dopamine/labs/environments/minatar/dqn_*.gin:
+Adam lr 2.5e-4 / eps 3.125e-4, target sync every 1000 frames, 1000 frames of random play, replay
+100k, epsilon 1 -> 0.01 over 250k frames, MSE loss, sticky actions 0.1, all 6 actions). The MoE
+paper has no MinAtar config; its Atari DQN uses lr 6.25e-5 / eps 1.5e-4 and an 8000-frame target
+period (``--config.optimizer.learning_rate=6.25e-5 --config.optimizer.eps=1.5e-4``). Dopamine's
+MinAtar network has no hidden dense layer (conv 16 -> Q); as in the MinAtar paper and the MoE
+paper's design, ours has a penultimate layer of 128 units (dense) or an MoE with 128-unit experts
+over the 100 per-pixel tokens, which is the layer the MoE replaces. Frames = updates x
+update_period x num_envs (MinAtar has no frame skip).
 
 Run::
 
@@ -31,12 +39,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.env = ml_collections.ConfigDict({"name": "breakout", "num_envs": 1, "sticky_action_prob": 0.1})
   c.network = ml_collections.ConfigDict({
       "encoder": "minatar", "head": "softmoe", "tokenizer": "per_conv", "num_experts": 8,
-      "expert_hidden": 512, "width": 512, "width_multiplier": 1})
+      "expert_hidden": 128, "width": 128, "width_multiplier": 1})
   c.dqn = ml_collections.ConfigDict({
       "gamma": 0.99,
       "update_period": 4,               # frames between updates (per environment)
-      "target_update_period": 8000,     # frames between target syncs
-      "min_replay_history": 20_000,     # frames of random play before learning
+      "target_update_period": 1000,     # frames between target syncs
+      "min_replay_history": 1000,       # frames of random play before learning
       "replay_capacity": 100_000,
       "epsilon_end": 0.01,
       "epsilon_decay_frames": 250_000,
@@ -45,7 +53,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "eval_envs": 8, "eval_steps": 2000, "eval_epsilon": 0.001,
   })
   c.num_steps = frames // (c.dqn.update_period * c.env.num_envs)
-  c.optimizer = ml_collections.ConfigDict({"name": "adam", "learning_rate": 6.25e-5, "eps": 1.5e-4})
+  c.optimizer = ml_collections.ConfigDict({"name": "adam", "learning_rate": 2.5e-4, "eps": 3.125e-4})
   c.skip_nonfinite = True
   if arg == "tiny":
     c.network.num_experts, c.network.expert_hidden, c.network.width = 2, 16, 16
