@@ -12,6 +12,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxlab.errors import InputError
 from jaxlab.ot_clip.registry import get_loss
 
 
@@ -23,12 +24,16 @@ def make_two_tower_loss(model: nn.Module, loss_name: str, **loss_kwargs: Any) ->
 
   ``batch`` holds ``"image"`` [B, ...] and ``"tokens"`` [B, L] int32, row i of one paired with
   row i of the other. Metrics: the logit scale and the in-batch image->text retrieval accuracy.
+  An unknown loss name or a bad hyper-parameter fails here (``get_loss`` checks eagerly).
   """
   loss = get_loss(loss_name, **loss_kwargs)
 
   def loss_fn(params: Any, batch: dict[str, jax.Array], rng: jax.Array, extra: Any
               ) -> tuple[jax.Array, dict[str, jax.Array]]:
     del rng, extra
+    missing = [key for key in ("image", "tokens") if key not in batch]
+    if missing:
+      raise InputError(f"the two-tower batch needs keys 'image' and 'tokens', missing {missing} (got {sorted(batch)})")
     out = model.apply({"params": params}, batch["image"], batch["tokens"])
     value = loss(out["image_emb"], out["text_emb"], out["logit_scale"], out["logit_bias"])
     hits = jnp.argmax(out["image_emb"] @ out["text_emb"].T, axis=1) == jnp.arange(out["image_emb"].shape[0])
