@@ -25,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.errors import InputError
-from jaxlab.ot_clip.checks import check_bool, check_option_names, compute_dtype
+from jaxlab.ot_clip.checks import (check_bool, check_option_names, check_positive, check_scalar, compute_dtype,
+                                   is_traced)
 from jaxlab.ot_clip.contrastive import check_logit_scale, guard_logit_scale
 from jaxlab.ot_clip.gromov import fgw_log_plan
 from jaxlab.ot_clip.plans import check_tau, dbot_log_plan, is_balanced, one_sided_log_plan, sinkhorn_log_plan
@@ -33,6 +34,10 @@ from jaxlab.ot_clip.similarity import epsilon_from_logit_scale, normalized_pair
 
 # Solver options the Sinkhorn-based losses pass through to ``plans.sinkhorn_log_plan``.
 SINKHORN_OPTIONS = ("use_ott", "threshold", "max_iterations")
+# C = 1 - cos lies in [0, 2], so log K = -C * logit_scale spans at most 2 * logit_scale.
+COST_RANGE = 2.0
+# Relative slack of the max_logit_scale promise (exp(log 100) in float32 is 100.00001).
+MAX_SCALE_RTOL = 1e-4
 
 
 def kl_from_identity(log_plan: jax.Array, unnormalized: bool = False) -> jax.Array:
@@ -98,18 +103,31 @@ def entropic_ot_loss(image_emb: jax.Array, text_emb: jax.Array, logit_scale: Any
 
 def unbalanced_ot_loss(image_emb: jax.Array, text_emb: jax.Array, logit_scale: Any, *,
                        tau_a: float = 0.9, tau_b: float = 0.9, num_iterations: int = 5,
-                       implicit: bool = False, **sinkhorn_options: Any) -> jax.Array:
+                       implicit: bool = False, max_logit_scale: float | None = None,
+                       **sinkhorn_options: Any) -> jax.Array:
   """Generalised KL(I/n | P) for the unbalanced plan, marginals penalised by KL (Sec. 4).
 
   tau = lambda / (lambda + eps) in (0, 1] (ott's convention); tau = 1 recovers
-  ``entropic_ot_loss``. The unrolled updates run in the log domain (finite at any logit scale).
+  ``entropic_ot_loss``. Finite at any logit scale: the unrolled updates run in the log domain
+  unless the scale is known to keep the faster absorbed updates in float32's range
+  ((1 - min tau) * 2 * scale <= 30, ``plans.absorbed_updates_are_safe``): a concrete scale is
+  known; a traced one only through ``max_logit_scale``, a static promise scale <= max_logit_scale
+  (``make_two_tower_loss`` passes the model's clamp, 100) that turns the loss into NaN if broken.
   """
   _check_sinkhorn_options("unbalanced_ot_loss", sinkhorn_options)
   check_tau(tau_a, tau_b)
+  if max_logit_scale is not None:
+    check_scalar("max_logit_scale", max_logit_scale)
+    check_positive("max_logit_scale", max_logit_scale)
   cost, eps, _, _ = _cost_and_eps(image_emb, text_emb, logit_scale)
+  scale_bound = max_logit_scale if is_traced(logit_scale) else logit_scale
+  kernel_range = None if scale_bound is None else COST_RANGE * float(scale_bound) * (1 + MAX_SCALE_RTOL)
   log_plan = sinkhorn_log_plan(cost, eps, tau_a=tau_a, tau_b=tau_b, num_iterations=num_iterations,
-                               implicit=implicit, **sinkhorn_options)
-  return guard_logit_scale(kl_from_identity(log_plan, unnormalized=True), logit_scale)
+                               implicit=implicit, log_kernel_range=kernel_range, **sinkhorn_options)
+  loss = kl_from_identity(log_plan, unnormalized=True)
+  if max_logit_scale is not None and is_traced(logit_scale):
+    loss = jnp.where(logit_scale <= max_logit_scale * (1 + MAX_SCALE_RTOL), loss, jnp.nan)
+  return guard_logit_scale(loss, logit_scale)
 
 
 def dbot_loss(image_emb: jax.Array, text_emb: jax.Array, logit_scale: Any, *,

@@ -6,6 +6,7 @@ whole batch with no collectives of our own; XLA inserts the gathers the B x B co
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -13,7 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxlab.errors import InputError
-from jaxlab.ot_clip.registry import get_loss
+from jaxlab.ot_clip.registry import LOSSES, get_loss, hyperparameter_names
+from jaxlab.ot_clip.two_tower import LOG_MAX_SCALE, TwoTower
 
 
 LossFn = Callable[[Any, dict[str, jax.Array], jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]
@@ -24,8 +26,12 @@ def make_two_tower_loss(model: nn.Module, loss_name: str, **loss_kwargs: Any) ->
 
   ``batch`` holds ``"image"`` [B, ...] and ``"tokens"`` [B, L] int32, row i of one paired with
   row i of the other. Metrics: the logit scale and the in-batch image->text retrieval accuracy.
-  An unknown loss name or a bad hyper-parameter fails here (``get_loss`` checks eagerly).
+  An unknown loss name or a bad hyper-parameter fails here (``get_loss`` checks eagerly). For a
+  ``TwoTower``, whose logit scale is clamped at 100, losses that take ``max_logit_scale`` get it
+  (unless given): the unbalanced loss then keeps its faster absorbed updates (``ot_losses``).
   """
+  if isinstance(model, TwoTower) and "max_logit_scale" in hyperparameter_names(LOSSES.get(loss_name)):
+    loss_kwargs = {"max_logit_scale": math.exp(LOG_MAX_SCALE), **loss_kwargs}
   loss = get_loss(loss_name, **loss_kwargs)
 
   def loss_fn(params: Any, batch: dict[str, jax.Array], rng: jax.Array, extra: Any
