@@ -5,6 +5,7 @@ Losses (pure functions of embeddings): ``clip_loss``, ``siglip_loss``, ``one_sid
 ``ufgw_loss``; by name through ``LOSSES`` / ``get_loss``. Inference: ``zero_shot_predict``,
 ``ot_zero_shot`` (uniform or known class prior), ``fgw_zero_shot``; selective classification in
 ``selective``. ``TwoTower`` + ``make_two_tower_loss`` plug into ``jaxlab.train.make_train_step``.
+Bad input raises ``jaxlab.errors.InputError`` naming the value and what is allowed (``checks``).
 """
 
 from jaxlab.ot_clip.contrastive import clip_loss, siglip_loss

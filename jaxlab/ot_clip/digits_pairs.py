@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxlab.errors import InputError
+from jaxlab.ot_clip.checks import check_in_range, check_integer
+
 NUM_CLASSES = 10
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 TRAIN_TEMPLATES = ("a photo of the digit {w}", "a handwritten {w}", "the number {n}",
@@ -31,6 +34,10 @@ def build_vocab() -> dict[str, int]:
 
 
 def tokenize(text: str, vocab: dict[str, int], max_len: int = MAX_LEN) -> np.ndarray:
+  check_integer("max_len", max_len, minimum=1)
+  unknown = [tok for tok in text.split() if tok not in vocab]
+  if unknown:
+    raise InputError(f"word {unknown[0]!r} of {text!r} is not in the vocabulary ({len(vocab)} words)")
   ids = [vocab[tok] for tok in text.split()][:max_len]
   return np.array(ids + [0] * (max_len - len(ids)), np.int32)
 
@@ -47,6 +54,7 @@ def swap_captions(tokens: np.ndarray, p: float, rng: np.random.Generator) -> tup
   The selected captions are rotated by one place among themselves, so each one moves. Returns
   (tokens, swapped mask).
   """
+  check_in_range("p", p, 0.0, 1.0)
   n = len(tokens)
   chosen = rng.choice(n, size=int(round(p * n)), replace=False)
   out = tokens.copy()
@@ -69,6 +77,7 @@ def long_tailed_indices(labels: np.ndarray, imbalance: float, rng: np.random.Gen
 
   n_max is the smallest class count, so every class can supply its quota (Cui et al., CVPR 2019).
   """
+  check_in_range("imbalance", imbalance, 1.0, float("inf"), high_open=True)
   counts = np.bincount(labels, minlength=NUM_CLASSES)
   n_max = counts.min()
   quota = np.maximum(1, np.floor(n_max * imbalance ** (-np.arange(NUM_CLASSES) / (NUM_CLASSES - 1)))).astype(int)

@@ -29,9 +29,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxlab.ot_clip.plans import sinkhorn_log_plan, uniform
-from jaxlab.ot_clip.similarity import check_positive
+from jaxlab.errors import InputError
+from jaxlab.ot_clip.checks import check_floating, check_in_range, check_integer
+from jaxlab.ot_clip.plans import check_cost, check_epsilon, check_marginal, check_tau, sinkhorn_log_plan, uniform
 
 
 def gw_linearization(plan: jax.Array, feat_x: jax.Array, feat_y: jax.Array) -> jax.Array:
@@ -60,20 +62,25 @@ def fgw_log_plan(cost: jax.Array, feat_x: jax.Array, feat_y: jax.Array, epsilon:
   Starts from the independent coupling a b^T and runs ``num_outer`` linearise-then-Sinkhorn steps
   of ``num_iterations`` Sinkhorn iterations each. All steps are differentiated through (unrolled);
   with ``implicit=True`` each inner Sinkhorn is solved to convergence and differentiated
-  implicitly, the outer steps still by unrolling.
+  implicitly, the outer steps still by unrolling. ``alpha`` (the weight of the structure term)
+  must be in [0, 1]; concrete hyper-parameters are checked (InputError).
   """
-  check_positive("epsilon", epsilon)
-  if alpha < 0:
-    raise ValueError(f"alpha must be >= 0, got {alpha}")
-  if int(num_outer) < 1:
-    raise ValueError(f"num_outer must be >= 1, got {num_outer}")
+  cost = check_cost(cost)
+  check_epsilon(epsilon)
+  check_in_range("alpha", alpha, 0.0, 1.0)
+  num_outer = check_integer("num_outer", num_outer)
+  check_tau(tau_a, tau_b)
   n, m = cost.shape
-  if feat_x.shape[0] != n or feat_y.shape[0] != m:
-    raise ValueError(f"features {feat_x.shape} and {feat_y.shape} do not fit cost {cost.shape}")
-  a = uniform(n, cost.dtype) if a is None else a
-  b = uniform(m, cost.dtype) if b is None else b
+  fx, fy = tuple(np.shape(feat_x)), tuple(np.shape(feat_y))
+  if len(fx) != 2 or len(fy) != 2 or fx[0] != n or fy[0] != m:
+    raise InputError(f"features {fx} and {fy} do not fit cost {cost.shape}: expected [{n}, d] and [{m}, d']")
+  check_floating("feat_x", feat_x)
+  check_floating("feat_y", feat_y)
+  feat_x, feat_y = jnp.asarray(feat_x, cost.dtype), jnp.asarray(feat_y, cost.dtype)
+  a = uniform(n, cost.dtype) if a is None else check_marginal("a", a, n, cost.dtype)
+  b = uniform(m, cost.dtype) if b is None else check_marginal("b", b, m, cost.dtype)
   plan = a[:, None] * b[None, :]
-  for _ in range(int(num_outer)):
+  for _ in range(num_outer):
     cost_t = cost + alpha * gw_linearization(plan, feat_x, feat_y)
     log_plan = sinkhorn_log_plan(cost_t, epsilon, a, b, tau_a=tau_a, tau_b=tau_b,
                                  num_iterations=num_iterations, implicit=implicit, **sinkhorn_kwargs)

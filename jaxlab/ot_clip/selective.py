@@ -15,43 +15,70 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxlab.ot_clip.inference import INFERENCE_MAX_ITERATIONS, INFERENCE_THRESHOLD, check_class_prior
+from jaxlab.errors import InputError
+from jaxlab.ot_clip.checks import check_floating, check_in_range, is_traced
+from jaxlab.ot_clip.inference import mask_plan, prepare, solver_options
 from jaxlab.ot_clip.plans import sinkhorn_log_plan
-from jaxlab.ot_clip.similarity import check_embeddings, check_positive, l2_normalize
 
 
 def plan_confidence(log_plan: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """(prediction, confidence) with confidence max_j P_ij / sum_j P_ij, from log P [N, K]."""
+  """(prediction, confidence) with confidence max_j P_ij / sum_j P_ij, from log P [N, K].
+
+  A row with no finite entry or with a NaN (a masked image, see ``inference``) gets prediction
+  -1 and confidence 0, so it is the last to be selected.
+  """
+  shape = tuple(np.shape(log_plan))
+  if len(shape) != 2 or min(shape) < 1:
+    raise InputError(f"log_plan must be a non-empty 2-D [N, K] array, got shape {shape}")
+  check_floating("log_plan", log_plan)
   row = jax.nn.softmax(log_plan, axis=1)
-  return jnp.argmax(row, axis=1), jnp.max(row, axis=1)
+  ok = jnp.any(jnp.isfinite(log_plan), axis=1) & ~jnp.any(jnp.isnan(log_plan), axis=1)
+  return jnp.where(ok, jnp.argmax(row, axis=1), -1), jnp.where(ok, jnp.max(row, axis=1), 0.0)
 
 
-def partial_ot_confidence(image_emb: jax.Array, class_emb: jax.Array, epsilon: Any, coverage: float,
-                          class_prior: Any = None) -> tuple[jax.Array, jax.Array]:
+def partial_ot_confidence(image_emb: jax.Array, class_emb: jax.Array, epsilon: Any = None,
+                          coverage: Any = None, class_prior: Any = None, *, logit_scale: Any = None
+                          ) -> tuple[jax.Array, jax.Array]:
   """(prediction, confidence) from partial OT moving a fraction ``coverage`` of the images' mass.
 
   The reject column's cost is a constant: a constant added to one column is absorbed by its
   potential, so its value does not change the plan. Confidence is the share of image i's mass
-  sent to real classes; the predicted class is the argmax over those.
+  sent to real classes; the predicted class is the argmax over those. ``coverage`` in (0, 1] is
+  required; the temperature is exactly one of ``epsilon`` / ``logit_scale`` and bad rows get
+  prediction -1 and confidence 0, as in ``inference.ot_zero_shot``.
   """
-  check_positive("epsilon", epsilon)
-  if not 0.0 < coverage <= 1.0:
-    raise ValueError(f"coverage must be in (0, 1], got {coverage}")
-  check_embeddings(image_emb, class_emb, same_batch=False, names=("image", "class"))
-  x, t = l2_normalize(image_emb), l2_normalize(class_emb)
-  prior = check_class_prior(class_prior, t.shape[0])
-  cost = jnp.concatenate([1.0 - x @ t.T, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
-  b = jnp.concatenate([coverage * prior, jnp.array([1.0 - coverage], prior.dtype)])
+  if coverage is None:
+    raise InputError("partial_ot_confidence needs coverage, the fraction of the mass to transport, in (0, 1]")
+  check_in_range("coverage", coverage, 0.0, 1.0, low_open=True)
+  p, eps = prepare(image_emb, class_emb, class_prior, epsilon=epsilon, logit_scale=logit_scale)
+  x, t, dtype = p.images, p.classes, p.images.dtype
+  cost = jnp.concatenate([1.0 - x @ t.T, jnp.ones((x.shape[0], 1), dtype)], axis=1)
+  coverage_arr = jnp.asarray(coverage, dtype)
+  reject = (1.0 - coverage_arr) if is_traced(coverage) else jnp.asarray(1.0 - coverage, dtype)
+  b = jnp.concatenate([coverage * p.prior, reject[None]])
   b = jnp.maximum(b, 1e-12)  # coverage = 1 leaves an empty reject class
-  log_plan = sinkhorn_log_plan(cost, epsilon, b=b, implicit=True, threshold=INFERENCE_THRESHOLD,
-                               max_iterations=INFERENCE_MAX_ITERATIONS)
+  log_plan = sinkhorn_log_plan(cost, eps, p.image_mass, b, **solver_options("partial_ot_confidence", {}))
+  if is_traced(coverage):
+    p = p._replace(all_ok=p.all_ok & (coverage_arr > 0) & (coverage_arr <= 1))
+  log_plan = mask_plan(log_plan, p)
+  pred, _ = plan_confidence(log_plan[:, :-1])
   row = jax.nn.softmax(log_plan, axis=1)
-  return jnp.argmax(row[:, :-1], axis=1), 1.0 - row[:, -1]
+  return pred, jnp.where(pred >= 0, 1.0 - row[:, -1], 0.0)
+
+
+def _check_scores(confidence: Any, correct: Any) -> None:
+  cs, ks = tuple(np.shape(confidence)), tuple(np.shape(correct))
+  if len(cs) != 1 or cs != ks or cs[0] < 1:
+    raise InputError(f"confidence {cs} and correct {ks} must be non-empty 1-D arrays of the same length")
+  check_floating("confidence", confidence)
 
 
 def risk_coverage_curve(confidence: jax.Array, correct: jax.Array) -> tuple[jax.Array, jax.Array]:
   """(coverage k/N, selective risk of the k most confident) for k = 1..N."""
+  _check_scores(confidence, correct)
+  confidence, correct = jnp.asarray(confidence), jnp.asarray(correct)
   order = jnp.argsort(-confidence, stable=True)
   errors = jnp.cumsum(1.0 - correct[order].astype(jnp.float32))
   k = jnp.arange(1, confidence.shape[0] + 1, dtype=jnp.float32)
@@ -64,9 +91,11 @@ def aurc(confidence: jax.Array, correct: jax.Array) -> jax.Array:
 
 
 def selective_risk(confidence: jax.Array, correct: jax.Array, coverage: float) -> jax.Array:
-  """Error rate on the ceil(coverage N) most confident samples."""
-  if not 0.0 < coverage <= 1.0:
-    raise ValueError(f"coverage must be in (0, 1], got {coverage}")
-  n = confidence.shape[0]
+  """Error rate on the ceil(coverage N) most confident samples; coverage in (0, 1]."""
+  if is_traced(coverage):
+    raise InputError("selective_risk needs a concrete coverage (it sets how many samples count), got a traced value")
+  check_in_range("coverage", coverage, 0.0, 1.0, low_open=True)
+  _check_scores(confidence, correct)
+  n = np.shape(confidence)[0]
   k = max(1, int(-(-coverage * n // 1)))
   return risk_coverage_curve(confidence, correct)[1][k - 1]

@@ -1,4 +1,4 @@
-"""Similarity S, cost C = 1 - S and the input checks shared by every OT-CLIP function.
+"""Similarity S and cost C = 1 - S of checked, normalised embeddings (checks: ``checks.py``).
 
 Shi, Fan & Yan, "OT-CLIP: Understanding and Generalizing CLIP via Optimal Transport", ICML 2024
 (https://proceedings.mlr.press/v235/shi24b.html), Sec. 3: the coupling between a batch of images
@@ -14,37 +14,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
-import numpy as np
+
+from jaxlab.ot_clip.checks import check_embeddings, check_positive, check_scalar, compute_dtype
+
+__all__ = ["check_embeddings", "check_positive", "cosine_cost", "epsilon_from_logit_scale",
+           "gather_batch", "l2_normalize", "normalized_pair", "similarity"]
 
 
 def l2_normalize(x: jax.Array, eps: float = 1e-6) -> jax.Array:
   """Rows scaled to unit L2 norm (eps guards an all-zero row against 0/0)."""
   return x * jax.lax.rsqrt(jnp.maximum(jnp.sum(x * x, axis=-1, keepdims=True), eps * eps))
-
-
-def check_embeddings(x: jax.Array, y: jax.Array, *, same_batch: bool = True,
-                     names: tuple[str, str] = ("image", "text")) -> None:
-  """Raises ValueError naming both shapes unless x, y are [n, d] and [m, d] (n == m if same_batch)."""
-  xs, ys = tuple(jnp.shape(x)), tuple(jnp.shape(y))
-  if len(xs) != 2 or len(ys) != 2:
-    raise ValueError(f"{names[0]} embeddings {xs} and {names[1]} embeddings {ys} must both be 2-D [batch, dim]")
-  if xs[1] != ys[1]:
-    raise ValueError(f"{names[0]} embeddings {xs} and {names[1]} embeddings {ys} have different dimensions")
-  if same_batch and xs[0] != ys[0]:
-    raise ValueError(f"{names[0]} embeddings {xs} and {names[1]} embeddings {ys} have different batch sizes")
-
-
-def check_positive(name: str, value: Any) -> None:
-  """ValueError if a concrete ``value`` has an entry <= 0 (or NaN).
-
-  Traced values (inside jit/grad) cannot be inspected without a host round trip; they are left
-  alone. Learned scales are parameterised as exp(log_scale), so they are positive by construction.
-  """
-  if value is None or isinstance(value, jax.core.Tracer):
-    return
-  arr = np.asarray(value)
-  if not np.all(arr > 0):
-    raise ValueError(f"{name} must be positive, got {value}")
 
 
 def gather_batch(x: jax.Array) -> jax.Array:
@@ -65,10 +44,24 @@ def gather_batch(x: jax.Array) -> jax.Array:
   return jax.sharding.reshard(x, NamedSharding(sharding.mesh, P()))
 
 
+def normalized_pair(x: jax.Array, y: jax.Array, *, same_batch: bool = True,
+                    names: tuple[str, str] = ("image", "text")) -> tuple[jax.Array, jax.Array]:
+  """Checked, all-gathered (explicit axes), L2-normalised x, y in the compute dtype.
+
+  The compute dtype is the inputs' float dtype but at least float32: in bfloat16 the OT losses,
+  differences of O(1/n) log-masses, round to 0, and float16 overflows exp at moderate scales. A
+  float32 input is left as is (no copy), float64 stays float64.
+  """
+  check_embeddings(x, y, same_batch=same_batch, names=names)
+  x, y = jnp.asarray(x), jnp.asarray(y)
+  dtype = compute_dtype(x, y)
+  return l2_normalize(gather_batch(x).astype(dtype)), l2_normalize(gather_batch(y).astype(dtype))
+
+
 def similarity(x: jax.Array, y: jax.Array, *, same_batch: bool = True) -> jax.Array:
-  """S_ij = <x_i, y_j> after L2 normalisation: [n, d] x [m, d] -> [n, m]."""
-  check_embeddings(x, y, same_batch=same_batch)
-  return l2_normalize(gather_batch(x)) @ l2_normalize(gather_batch(y)).T
+  """S_ij = <x_i, y_j> after L2 normalisation: [n, d] x [m, d] -> [n, m], at least float32."""
+  xn, yn = normalized_pair(x, y, same_batch=same_batch)
+  return xn @ yn.T
 
 
 def cosine_cost(x: jax.Array, y: jax.Array, *, same_batch: bool = True) -> jax.Array:
@@ -76,7 +69,12 @@ def cosine_cost(x: jax.Array, y: jax.Array, *, same_batch: bool = True) -> jax.A
   return 1.0 - similarity(x, y, same_batch=same_batch)
 
 
-def epsilon_from_logit_scale(logit_scale: Any) -> jax.Array:
-  """epsilon = 1 / logit_scale: the entropic regulariser is CLIP's temperature (Sec. 3)."""
+def epsilon_from_logit_scale(logit_scale: Any, dtype: Any = None) -> jax.Array:
+  """epsilon = 1 / logit_scale: the entropic regulariser is CLIP's temperature (Sec. 3).
+
+  A concrete scale must be a finite scalar > 0 (InputError otherwise); a traced one is not
+  inspected here (the losses turn a non-positive traced scale into a NaN loss).
+  """
+  check_scalar("logit_scale", logit_scale)
   check_positive("logit_scale", logit_scale)
-  return 1.0 / jnp.asarray(logit_scale)
+  return 1.0 / jnp.asarray(logit_scale, dtype)

@@ -7,7 +7,10 @@ import math
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from jaxlab.errors import InputError
+from jaxlab.ot_clip.checks import check_finite, check_integer, is_traced
 from jaxlab.ot_clip.similarity import l2_normalize
 
 PAD_ID = 0
@@ -15,10 +18,19 @@ LOG_INIT_SCALE_CLIP = math.log(1 / 0.07)  # Radford et al. 2021, Sec. 2.5
 LOG_MAX_SCALE = math.log(100.0)           # open_clip clamps the log scale to [0, ln 100]
 
 
+def _check_widths(module: nn.Module, names: tuple[str, ...]) -> None:
+  for name in names:
+    check_integer(f"{type(module).__name__}.{name}", getattr(module, name), minimum=1)
+
+
 class ImageEncoder(nn.Module):
   """Flattened pixels -> MLP -> embedding."""
   hidden: int = 128
   embed_dim: int = 32
+
+  def __post_init__(self) -> None:
+    _check_widths(self, ("hidden", "embed_dim"))
+    super().__post_init__()
 
   @nn.compact
   def __call__(self, images: jax.Array) -> jax.Array:
@@ -33,6 +45,11 @@ class TextEncoder(nn.Module):
   vocab_size: int
   hidden: int = 128
   embed_dim: int = 32
+
+  def __post_init__(self) -> None:
+    check_integer(f"{type(self).__name__}.vocab_size", self.vocab_size, minimum=2)  # id 0 is padding
+    _check_widths(self, ("hidden", "embed_dim"))
+    super().__post_init__()
 
   @nn.compact
   def __call__(self, tokens: jax.Array) -> jax.Array:
@@ -49,12 +66,25 @@ class TwoTower(nn.Module):
   The scale is exp(log_scale) with log_scale clamped at ln 100 in the forward pass. open_clip
   clamps the parameter after each optimiser step instead; both give the same forward values,
   and here the gradient is zero while the clamp is active.
+
+  Construction checks the sizes (integers >= 1; vocab_size >= 2 since id 0 is padding) and that
+  the initial log scale and bias are finite. A call checks that images [B, ...] and tokens [B, L]
+  (integer ids) have the same batch size, and, when the tokens are concrete, that every id is in
+  [0, vocab_size) (inside jit an out-of-range id cannot be seen: flax's Embed then gives NaN).
   """
   vocab_size: int
   hidden: int = 128
   embed_dim: int = 32
   init_log_logit_scale: float = LOG_INIT_SCALE_CLIP
   init_logit_bias: float = 0.0
+
+  def __post_init__(self) -> None:
+    check_integer("TwoTower.vocab_size", self.vocab_size, minimum=2)
+    check_integer("TwoTower.hidden", self.hidden, minimum=1)
+    check_integer("TwoTower.embed_dim", self.embed_dim, minimum=1)
+    check_finite("TwoTower.init_log_logit_scale", self.init_log_logit_scale)
+    check_finite("TwoTower.init_logit_bias", self.init_logit_bias)
+    super().__post_init__()
 
   def setup(self):
     self.image_encoder = ImageEncoder(self.hidden, self.embed_dim)
@@ -67,11 +97,28 @@ class TwoTower(nn.Module):
     return l2_normalize(self.image_encoder(images))
 
   def encode_text(self, tokens: jax.Array) -> jax.Array:
+    self._check_tokens(tokens)
     return l2_normalize(self.text_encoder(tokens))
+
+  def _check_tokens(self, tokens: jax.Array) -> None:
+    shape = tuple(np.shape(tokens))
+    if len(shape) != 2 or min(shape) < 1:
+      raise InputError(f"tokens must be a non-empty 2-D [batch, length] array of ids, got shape {shape}")
+    dtype = jnp.result_type(tokens)
+    if not jnp.issubdtype(dtype, jnp.integer):
+      raise InputError(f"tokens must be integer ids, got dtype {dtype}")
+    if not is_traced(tokens):
+      ids = np.asarray(tokens)
+      if ids.min() < 0 or ids.max() >= self.vocab_size:
+        bad = ids[(ids < 0) | (ids >= self.vocab_size)].ravel()[0]
+        raise InputError(f"token id {int(bad)} is outside [0, vocab_size={self.vocab_size})")
 
   def logit_scale(self) -> jax.Array:
     return jnp.exp(jnp.minimum(self.log_logit_scale, LOG_MAX_SCALE))
 
   def __call__(self, images: jax.Array, tokens: jax.Array) -> dict[str, jax.Array]:
+    ishape, tshape = tuple(np.shape(images)), tuple(np.shape(tokens))
+    if len(ishape) < 2 or len(tshape) != 2 or ishape[0] != tshape[0]:
+      raise InputError(f"images {ishape} and tokens {tshape} must be [B, ...] and [B, L] with the same batch size B")
     return {"image_emb": self.encode_image(images), "text_emb": self.encode_text(tokens),
             "logit_scale": self.logit_scale(), "logit_bias": self.logit_bias}

@@ -100,3 +100,58 @@ def test_every_loss_rejects_mismatched_batches(name):
 def test_every_loss_rejects_non_positive_logit_scale(name):
   with pytest.raises(ValueError, match="logit_scale"):
     get_loss(name)(jnp.ones((4, 3)), jnp.ones((4, 3)), 0.0, 0.0)
+
+
+LOSS_NAMES = ["infonce", "siglip", "one_sided_ot", "entropic_ot", "unbalanced_ot", "dbot", "fgw", "ufgw"]
+
+
+def _aligned(n=32, d=16, noise=0.3, seed=0):
+  kx, ky = jax.random.split(jax.random.key(seed))
+  x = jax.random.normal(kx, (n, d))
+  return x, x + noise * jax.random.normal(ky, (n, d))
+
+
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_finite_from_scale_1_to_1e4_and_float32_math_for_bf16_and_f16(name):
+  # Unbalanced OT (and U-FG) used to be NaN at logit scale 1000 (its plan's masses leave
+  # float32's range; its updates now run in the log domain). bf16 used to round the OT losses
+  # (differences of O(1/n) log-masses) to exactly 0 and f16 SigLIP overflowed to inf; the math
+  # now runs in float32, so the loss of bf16/f16 embeddings is the float32 loss of the same
+  # (rounded) values, close to the loss of the unrounded ones.
+  x, y = _aligned(noise=1.0)
+  f = jax.jit(jax.value_and_grad(lambda x, y, s: get_loss(name)(x, y, s, -10.0), argnums=(0, 1, 2)))
+  for scale in (1.0, 100.0, 1000.0, 1e4):
+    value, grads = f(x, y, scale)
+    assert np.isfinite(float(value)), (name, scale)
+    assert all(bool(jnp.all(jnp.isfinite(g))) for g in grads), (name, scale)
+  ref = float(f(x, y, 100.0)[0])
+  for dtype in (jnp.bfloat16, jnp.float16):
+    xl, yl = x.astype(dtype), y.astype(dtype)
+    value, (gx, _, _) = f(xl, yl, 100.0)
+    assert value.dtype == jnp.float32 and gx.dtype == dtype, dtype
+    assert bool(jnp.all(jnp.isfinite(gx.astype(jnp.float32))))
+    np.testing.assert_allclose(value, f(xl.astype(jnp.float32), yl.astype(jnp.float32), 100.0)[0], rtol=1e-6)
+    np.testing.assert_allclose(value, ref, rtol=0.05, atol=0.02 if dtype == jnp.bfloat16 else 0.005)
+
+
+@pytest.mark.parametrize("name", ["unbalanced_ot", "ufgw"])
+def test_unbalanced_loss_at_scale_1000_matches_float64(name):
+  x, y = _aligned(noise=1.0)
+  value = float(jax.jit(get_loss(name))(x, y, 1000.0))
+  with jax.enable_x64(True):
+    ref = float(jax.jit(get_loss(name))(x.astype(jnp.float64), y.astype(jnp.float64), 1000.0))
+  np.testing.assert_allclose(value, ref, rtol=1e-4)
+
+
+def test_max_logit_scale_keeps_the_absorbed_updates_and_nan_when_broken():
+  # With a traced scale the unbalanced loss runs in the log domain unless max_logit_scale
+  # promises (1 - tau) * 2 * scale <= 30 (the two-tower model clamps its scale at 100).
+  x, y = _aligned(noise=1.0)
+  log_domain = jax.jit(jax.value_and_grad(lambda x, s: ot_losses.unbalanced_ot_loss(x, y, s)))
+  absorbed = jax.jit(jax.value_and_grad(lambda x, s: ot_losses.unbalanced_ot_loss(x, y, s, max_logit_scale=100.0)))
+  for scale in (14.0, 100.0):
+    (v1, g1), (v2, g2) = log_domain(x, scale), absorbed(x, scale)
+    np.testing.assert_allclose(v2, v1, rtol=1e-6)
+    np.testing.assert_allclose(g2, g1, rtol=1e-4, atol=1e-7)
+  assert np.isnan(float(absorbed(x, 150.0)[0]))  # the promise is broken: NaN, not a wrong value
+  assert np.isfinite(float(log_domain(x, 1000.0)[0]))
