@@ -46,6 +46,48 @@ class MinAtarQNetwork(nn.Module):
     return nn.Dense(self.num_actions, kernel_init=init)(x)
 
 
+class SoftMoEProxyQNetwork(nn.Module):
+  """A *timing proxy* of a Soft-MoE value net for MinAtar (not jaxlab's implementation).
+
+  Shaped like Dopamine's NatureDQNMoE with PER_PIXEL tokens (dopamine/labs/moes/architectures):
+  conv 16@3x3 -> 100 tokens of 16 -> Soft MoE (Puigcerver et al., 2024) with ``num_experts``
+  experts of ceil(100 / num_experts) slots, each expert Dense(hidden) -> ReLU -> Dense(16) ->
+  flatten -> Dense(num_actions). Used only to check that the MoE einsums hit no slow path inside
+  lax.scan on XLA:CPU.
+
+  Notation: b batch, m tokens, d token dim, n experts, p slots per expert, h expert hidden.
+  """
+  num_actions: int
+  num_experts: int = 8
+  expert_hidden: int = 128
+  patch_conv: bool = True
+
+  @nn.compact
+  def __call__(self, obs: jax.Array) -> jax.Array:
+    init = nn.initializers.xavier_uniform()
+    x = obs.astype(jnp.float32)
+    conv = (PatchConv3x3(16, kernel_init=init, name="Conv_0") if self.patch_conv
+            else nn.Conv(16, (3, 3), kernel_init=init, name="Conv_0"))
+    x = nn.relu(conv(x))
+    tokens = x.reshape(x.shape[0], -1, x.shape[-1])  # [b, m, d]
+    m, d, n = tokens.shape[1], tokens.shape[2], self.num_experts
+    p = -(-m // n)
+    phi = self.param("phi", nn.initializers.lecun_normal(), (d, n, p))
+    logits = jnp.einsum("bmd,dnp->bmnp", tokens, phi)
+    dispatch = jax.nn.softmax(logits, axis=1)
+    combine = jax.nn.softmax(logits.reshape(*logits.shape[:2], n * p), axis=-1).reshape(
+        logits.shape)
+    slots = jnp.einsum("bmd,bmnp->bnpd", tokens, dispatch)
+    w1 = self.param("w1", init, (n, d, self.expert_hidden))
+    b1 = self.param("b1", nn.initializers.zeros, (n, self.expert_hidden))
+    w2 = self.param("w2", init, (n, self.expert_hidden, d))
+    b2 = self.param("b2", nn.initializers.zeros, (n, d))
+    h = nn.relu(jnp.einsum("bnpd,ndh->bnph", slots, w1) + b1[:, None])
+    y = jnp.einsum("bnph,nhd->bnpd", h, w2) + b2[:, None]
+    out = jnp.einsum("bnpd,bmnp->bmd", y, combine)
+    return nn.Dense(self.num_actions, kernel_init=init)(out.reshape(out.shape[0], -1))
+
+
 class Batch(NamedTuple):
   obs: jax.Array       # bool [B, 10, 10, C]
   action: jax.Array    # int32 [B]

@@ -40,6 +40,13 @@ from jaxlab.rl.envs import make_env
 from jaxlab.rl.replay import TimeStep, make_replay
 
 CONVS = {"xla_conv": False, "patch_conv": True}
+NETS = {"dense": parts.MinAtarQNetwork, "moe_proxy": parts.SoftMoEProxyQNetwork,
+        "dopamine_net": partial(parts.MinAtarQNetwork, hidden=None)}  # no 128 hidden layer
+FLOPS: dict[str, float] = {}  # XLA cost analysis of one update, per net/conv
+
+
+def make_net(env, conv: str, net: str = "dense"):
+  return NETS[net](env.num_actions, patch_conv=CONVS[conv])
 
 
 def _block(x):
@@ -60,8 +67,10 @@ def timer_calls(fn: Callable, state, k: int) -> Callable[[], float]:
   return once
 
 
-def variants_update(env, conv: str, k: int) -> dict[str, Callable[[], float]]:
-  net = parts.MinAtarQNetwork(env.num_actions, patch_conv=CONVS[conv])
+def variants_update(env, conv: str, k: int, net_name: str = "dense",
+                    unrolls: tuple[int, ...] = (1,)) -> dict[str, Callable[[], float]]:
+  net = make_net(env, conv, net_name)
+  tag = conv if net_name == "dense" else f"{net_name}/{conv}"
   learner = parts.init_learner(net, env.obs_shape, jax.random.key(0))
   batches = jax.vmap(lambda key: parts.random_batch(env.obs_shape, env.num_actions, key))(
       jax.random.split(jax.random.key(1), k))
@@ -70,22 +79,25 @@ def variants_update(env, conv: str, k: int) -> dict[str, Callable[[], float]]:
   grad = jax.jit(lambda p, b: jax.value_and_grad(parts.td_loss, argnums=1)(
       net, p, learner.target_params, b))
   update = jax.jit(partial(parts.td_update, net), donate_argnums=0)
-
-  @partial(jax.jit, donate_argnums=0)
-  def scanned(l, bs):
-    return jax.lax.scan(lambda l, b: parts.td_update(net, l, b), l, bs)[0]
+  FLOPS[tag] = float(update.lower(learner, batch).compile().cost_analysis()["flops"])
 
   fresh = lambda: jax.tree.map(jnp.copy, learner)  # noqa: E731
-  return {
-      f"a_fwdbwd_call/{conv}": timer_calls(lambda g: grad(learner.params, batch), None, k),
-      f"b_update_call/{conv}": timer_calls(lambda l: update(l, batch)[0], fresh(), k),
-      f"c_update_scan/{conv}": timer_calls(lambda l: scanned(l, batches), fresh(), 1),
+  out = {
+      f"a_fwdbwd_call/{tag}": timer_calls(lambda g: grad(learner.params, batch), None, k),
+      f"b_update_call/{tag}": timer_calls(lambda l: update(l, batch)[0], fresh(), k),
   }
+  for u in unrolls:
+    scanned = jax.jit(lambda l, bs, u=u: jax.lax.scan(
+        lambda l, b: parts.td_update(net, l, b), l, bs, unroll=u)[0], donate_argnums=0)
+    name = f"c_update_scan/{tag}" + (f"/unroll={u}" if u > 1 else "")
+    out[name] = timer_calls(lambda l, f=scanned: f(l, batches), fresh(), 1)
+  return out
 
 
-def make_loop(env, conv: str, num_envs: int, k: int, seeds: int | None, donate: bool):
+def make_loop(env, conv: str, num_envs: int, k: int, seeds: int | None, donate: bool,
+              net_name: str = "dense"):
   """(jitted chunk fn, carry): K iterations of collect_and_update, optionally vmapped."""
-  net = parts.MinAtarQNetwork(env.num_actions, patch_conv=CONVS[conv])
+  net = make_net(env, conv, net_name)
   replay = make_replay(parts.REPLAY_CAPACITY, num_envs, parts.BATCH_SIZE,
                        min_size=parts.MIN_REPLAY_HISTORY)
   steps = parts.UPDATE_PERIOD // num_envs
@@ -110,8 +122,17 @@ def make_loop(env, conv: str, num_envs: int, k: int, seeds: int | None, donate: 
   return fn, carry
 
 
-def variants_loop(env, k: int, seeds_list: list[int], loop_convs: list[str]) -> dict:
+def variants_loop(env, k: int, seeds_list: list[int], loop_convs: list[str],
+                  moe: bool) -> dict:
   out = {}
+  if moe:
+    fn, carry = make_loop(env, "patch_conv", 1, k, None, True, "moe_proxy")
+    out["d_iter_scan/moe_proxy/patch_conv/donated"] = timer_calls(fn, carry, 1)
+    fn, carry = make_loop(env, "patch_conv", 1, k, None, True, "dopamine_net")
+    out["d_iter_scan/dopamine_net/patch_conv/donated"] = timer_calls(fn, carry, 1)
+    for s in seeds_list:
+      fn, carry = make_loop(env, "patch_conv", 1, k, s, True, "moe_proxy")
+      out[f"e_vmap_seeds/moe_proxy/patch_conv/S={s}"] = timer_calls(fn, carry, 1)
   for conv in loop_convs:
     for donate in (True, False):
       fn, carry = make_loop(env, conv, 1, k, None, donate)
@@ -167,9 +188,9 @@ def variants_env_unroll(env, num_envs: int, steps: int, unrolls: list[int]) -> d
   return out
 
 
-def cleanrl_timer(env_name: str, steps: int) -> Callable[[], float]:
+def cleanrl_timer(env_name: str, steps: int, hidden: int | None = 128) -> Callable[[], float]:
   def once() -> float:  # seconds per update period (4 env steps incl. one update)
-    res = rl_cleanrl_baseline.run(env_name, steps, 128, False, seed=0)
+    res = rl_cleanrl_baseline.run(env_name, steps, hidden, False, seed=0)
     return res["wall_s"] / steps * parts.UPDATE_PERIOD
   return once
 
@@ -186,6 +207,8 @@ def main() -> None:
   ap.add_argument("--env_unrolls", default="1,2,3,4")
   ap.add_argument("--env_unroll_envs", type=int, default=8)
   ap.add_argument("--env_unroll_steps", type=int, default=8)
+  ap.add_argument("--moe", type=int, default=1,
+                  help="also time the Soft-MoE proxy and Dopamine's (no hidden layer) nets")
   ap.add_argument("--only", default="", help="comma list of prefixes to run (default: all)")
   ap.add_argument("--out", type=pathlib.Path)
   args = ap.parse_args()
@@ -195,13 +218,20 @@ def main() -> None:
 
   timers: dict[str, Callable[[], float]] = {}
   for conv in CONVS:
-    timers.update(variants_update(env, conv, args.k))
-  timers.update(variants_loop(env, args.k, seeds, loop_convs))
+    timers.update(variants_update(env, conv, args.k,
+                                  unrolls=(1, 4) if conv == "patch_conv" else (1,)))
+  if args.moe:
+    timers.update(variants_update(env, "patch_conv", args.k, "moe_proxy"))
+    timers.update(variants_update(env, "patch_conv", args.k, "dopamine_net"))
+  timers.update(variants_loop(env, args.k, seeds, loop_convs, args.moe))
   timers.update(variants_replay(args.k, [int(c) for c in args.capacities.split(",") if c]))
   unrolls = [int(u) for u in args.env_unrolls.split(",") if u]
   timers.update(variants_env_unroll(env, args.env_unroll_envs, args.env_unroll_steps, unrolls))
   if args.cleanrl_steps:
     timers["cleanrl_python_loop"] = cleanrl_timer(args.env, args.cleanrl_steps)
+    if args.moe:
+      timers["cleanrl_python_loop/dopamine_net"] = cleanrl_timer(args.env, args.cleanrl_steps,
+                                                                 None)
   if args.only:
     timers = {n: t for n, t in timers.items() if n.startswith(tuple(args.only.split(",")))}
 
@@ -231,14 +261,15 @@ def main() -> None:
       row["frames_per_s_per_seed"] = parts.UPDATE_PERIOD / best
       row["frames_per_s_all_seeds"] = seeds_n * parts.UPDATE_PERIOD / best
     rows[name] = row
-  base = rows.get("cleanrl_python_loop")
-  if base:
-    for name, row in rows.items():
-      if "frames_per_s_per_seed" in row:
-        row["speedup_per_seed_vs_cleanrl"] = (row["frames_per_s_per_seed"]
-                                              / base["frames_per_s_per_seed"])
-        row["speedup_all_seeds_vs_cleanrl"] = (row["frames_per_s_all_seeds"]
-                                               / base["frames_per_s_per_seed"])
+  for name, row in rows.items():  # ratios to the CleanRL loop with the same network
+    base = rows.get("cleanrl_python_loop/dopamine_net" if "dopamine_net" in name
+                    else "cleanrl_python_loop")
+    if base and "frames_per_s_per_seed" in row:
+      row["speedup_per_seed_vs_cleanrl"] = (row["frames_per_s_per_seed"]
+                                            / base["frames_per_s_per_seed"])
+      row["speedup_all_seeds_vs_cleanrl"] = (row["frames_per_s_all_seeds"]
+                                             / base["frames_per_s_per_seed"])
+  print("flops per update:", {n: f"{f / 1e6:.1f}M" for n, f in FLOPS.items()})
   print(f"\n{'variant':48s} {'ms/upd min':>10s} {'median':>8s} {'frames/s/seed':>13s} "
         f"{'x cleanrl':>9s}")
   for name, row in rows.items():
@@ -249,7 +280,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(dict(
         benchmark="rl_td_update_speed", env=args.env, k=args.k, rounds=args.rounds,
-        rows=rows, raw_s=per_update, loadavg_1m_per_round=loads, jax=jax.__version__,
+        rows=rows, raw_s=per_update, flops_per_update=FLOPS, loadavg_1m_per_round=loads,
+        jax=jax.__version__,
         machine=platform.machine(), cpus=os.cpu_count(),
         xla_flags=os.environ.get("XLA_FLAGS", "")), indent=1) + "\n")
 

@@ -156,7 +156,8 @@ def make_env(name: str, *, sticky_action_prob: float = MINATAR_STICKY_ACTION_PRO
     raise InputError(f"unknown MinAtar environment {name!r}; valid: {', '.join(sorted(ENV_IDS))}")
   check(0.0 <= sticky_action_prob < 1.0,
         f"sticky_action_prob={sticky_action_prob!r}; must be in [0, 1)")
-  check(max_episode_steps is None or (isinstance(max_episode_steps, int) and max_episode_steps >= 1),
+  check(max_episode_steps is None
+        or (isinstance(max_episode_steps, int) and max_episode_steps >= 1),
         f"max_episode_steps={max_episode_steps!r}; must be None or an int >= 1")
   env, params = gymnax.make(ENV_IDS[name], use_minimal_action_set=not full_action_set)
   limit = _NO_LIMIT if max_episode_steps is None else max_episode_steps

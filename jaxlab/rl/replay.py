@@ -122,7 +122,8 @@ def make_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | N
   held = num_envs * (per_env - 1)  # transitions when full
   if batch_size > held:
     raise InputError(f"batch_size={batch_size} is larger than the replay's {held} transitions "
-                     f"(capacity={capacity}, num_envs={num_envs}); raise capacity or lower batch_size")
+                     f"(capacity={capacity}, num_envs={num_envs}); raise capacity or lower "
+                     "batch_size")
   if min_size > held:
     raise InputError(f"min_size={min_size} is more than the replay can hold: {held} transitions "
                      f"(capacity={capacity}, num_envs={num_envs})")
