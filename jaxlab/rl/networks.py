@@ -28,7 +28,7 @@ from jaxlab.moe import modules as moe_modules
 from jaxlab.rl import networks_encoders as encoders
 from jaxlab.rl import networks_tokens as tokens
 
-HEADS = ("dense", "softmoe", "top1")
+HEADS = ("dense", "softmoe", "top1", "none")
 _INIT = nn.initializers.xavier_uniform()
 
 
@@ -38,7 +38,8 @@ class QNetwork(nn.Module):
   Attributes:
     num_actions: size of the Q head.
     encoder: "minatar" (10x10xC grids) or "nature" (84x84x4 frames).
-    head: "dense", "softmoe" or "top1": the penultimate layer.
+    head: "dense", "softmoe" or "top1": the penultimate layer; "none": no penultimate layer
+      (Dopamine's MinAtar network, conv -> Q).
     tokenizer: "per_conv", "per_feat" or "per_patch" (MoE heads only).
     num_experts: experts of the MoE head.
     expert_hidden: hidden width of each expert (dopamine ``expert_hidden_units``, 512).
@@ -78,6 +79,8 @@ class QNetwork(nn.Module):
     check(obs.ndim == 4, f"observations have shape {obs.shape}; need [batch, H, W, C]")
     features = encoders.make_encoder(self.encoder)(obs)
     b = features.shape[0]
+    if self.head == "none":  # Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer
+      return nn.Dense(self.num_actions, kernel_init=_INIT)(features.reshape(b, -1)), {}
     if self.head == "dense":
       hidden = nn.relu(nn.Dense(self.width * self.width_multiplier, kernel_init=_INIT)(
           features.reshape(b, -1)))

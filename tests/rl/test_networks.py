@@ -80,3 +80,24 @@ def test_bad_network_kwargs_raise_input_errors(kwargs, match):
 def test_unbatched_observation_is_rejected():
   with pytest.raises(InputError, match=r"need \[batch, H, W, C\]"):
     QNetwork(num_actions=6).init(jax.random.key(0), jnp.zeros(_MINATAR))
+
+
+def test_patch_conv_equals_xla_conv_in_values_and_gradients():
+  from jaxlab.rl.networks_encoders import MinAtarEncoder
+  obs = jax.random.bernoulli(jax.random.key(1), 0.3, (4, 10, 10, 6))
+  patches, xla = MinAtarEncoder(conv="patches"), MinAtarEncoder(conv="xla")
+  params = xla.init(jax.random.key(0), obs)
+  chex.assert_trees_all_equal_shapes(params, patches.init(jax.random.key(0), obs))
+  loss = lambda m: lambda p: jnp.sum(m.apply(p, obs) ** 2)
+  chex.assert_trees_all_close(patches.apply(params, obs), xla.apply(params, obs), atol=1e-5)
+  chex.assert_trees_all_close(jax.grad(loss(patches))(params), jax.grad(loss(xla))(params), atol=1e-4)
+
+
+def test_head_none_is_conv_then_q():
+  obs = jnp.zeros((2, 10, 10, 4), bool)
+  net = QNetwork(num_actions=3, head="none")
+  params = net.init(jax.random.key(0), obs)
+  q, stats = net.apply(params, obs)
+  chex.assert_shape(q, (2, 3))
+  assert stats == {}
+  assert count_params(params["params"]) == (9 * 4 * 16 + 16) + (1600 * 3 + 3)
