@@ -10,17 +10,28 @@ Run::
   python -m jaxlab.main --config=configs/dpot_pde.py --workdir=runs/dpot_ns      # NS nu=1e-3, CPU size
   python -m jaxlab.main --config=configs/dpot_pde.py:mixture --workdir=runs/dpot_mix   # 5 data sets
   python -m jaxlab.main --config=configs/dpot_pde.py:tiny --workdir=/tmp/dpot_tiny     # seconds
+  python -m jaxlab.main --config=configs/dpot_pde.py:mixture_tiny --workdir=/tmp/dpot_mt  # 1- + 2-channel sets
 
 FNO baseline on the same data and step: ``--config.model.name=fno`` with ``model.modes/width``
 (see ``get_config``); no denoising: ``--config.noise_scale=0``; fine-tuning:
-``--config.init_from.workdir=runs/dpot_mix`` (and ``--config.optimizer.freeze``).
+``--config.init_from.workdir=runs/dpot_mix`` (and ``--config.optimizer.freeze``; the data must
+have the pre-trained model's channel count: ``--config.data.num_channels=2`` pads a 1-channel set).
+
+Keys beyond the trainer's: ``t_in`` / ``t_out`` (input / predicted frames per call),
+``noise_scale`` (denoising), ``data.sets`` (entries ``{"family", "trajectories", "seed", "name",
+<family parameters>}``), ``data.weights`` (mixture weights; () = equal), ``data.resolution``,
+``data.num_channels`` (0 = the widest set's; more pads with masked zero channels),
+``data.num_test`` (test trajectories per set), ``data.eval_trajectories`` (how many of them the
+evaluation rolls out; 0 = all), ``data.rollout_steps`` (0 = every remaining frame),
+``data.cache_dir`` ("" = ``$JAXLAB_DATA_DIR``), ``model`` (``name`` "dpot" with a ``size`` preset
+and overrides, or "fno" with FNO2d's fields).
 """
 
 import ml_collections
 
 from jaxlab.train.config import make_tiny, trainer_config
 
-ARGS = (None, "", "tiny", "mixture", "fno", "fno_tiny")
+ARGS = (None, "", "tiny", "mixture", "mixture_tiny", "fno", "fno_tiny")
 
 
 def _ns(viscosity: float, trajectories: int, **kw) -> dict:
@@ -28,7 +39,8 @@ def _ns(viscosity: float, trajectories: int, **kw) -> dict:
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """``arg``: None (NS nu=1e-3), "mixture" (the 5-set pre-training mixture), "fno" (FNO baseline), "tiny"."""
+  """``arg``: None (NS nu=1e-3), "mixture" (the 5-set pre-training mixture), "fno" (FNO baseline),
+  "tiny" / "fno_tiny" / "mixture_tiny" (seconds; the last mixes a 1- and a 2-channel set)."""
   if arg not in ARGS:
     raise ValueError(f"configs/dpot_pde.py takes one of {ARGS[1:]}, got {arg!r}")
   c = trainer_config(batch_size=16, num_steps=3000, log_every=100, eval_every=1000, checkpoint_every=1000)
@@ -37,7 +49,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.t_in, c.t_out = 10, 1
   c.noise_scale = 5e-4  # DPOT's denoising: x + s ||x|| N(0, 1) per sample and channel (official 5e-4)
   c.data = ml_collections.ConfigDict({
-      "sets": (_ns(1e-3, 200),), "weights": (), "resolution": 64, "num_test": 16,
+      "sets": (_ns(1e-3, 200),), "weights": (), "resolution": 64, "num_channels": 0, "num_test": 16,
       "eval_trajectories": 8, "rollout_steps": 0, "cache_dir": ""})
   c.model = ml_collections.ConfigDict({"name": "dpot", "size": "cpu_small"})
   # Official pre-training optimizer: AdamW-like Adam(b1=0.9, b2=0.9), lr 1e-3 with decay.
@@ -52,13 +64,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.name = "fno_pde"
     c.model = ml_collections.ConfigDict({"name": "fno", "modes": 12, "width": 20, "n_layers": 4})
     c.noise_scale = 0.0
-  if arg in ("tiny", "fno_tiny"):
+  if arg in ("tiny", "fno_tiny", "mixture_tiny"):
     c.batch_size, c.t_in = 8, 3
     c.data.sets = (_ns(1e-3, 12, num_frames=8),)
     c.data.resolution, c.data.num_test, c.data.eval_trajectories = 32, 2, 2
-    if arg == "tiny":
+    if arg in ("tiny", "mixture_tiny"):
       c.model = ml_collections.ConfigDict({"name": "dpot", "size": "tiny", "patch_size": 4, "modes": 4})
     else:
       c.model.modes, c.model.width = 4, 8
+    if arg == "mixture_tiny":
+      c.name = "dpot_pde_mixture_tiny"
+      c.data.sets += ({"family": "diffusion_reaction", "trajectories": 6, "seed": 4, "num_frames": 8},)
     make_tiny(c)
   return c

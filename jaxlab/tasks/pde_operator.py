@@ -3,15 +3,20 @@
 Hao et al., "DPOT: Auto-Regressive Denoising Operator Transformer for Large-Scale PDE
 Pre-Training", ICML 2024: predict the next frame(s) from ``t_in`` frames of a trajectory,
 trained on a weighted mixture of data sets (channels zero-padded to a common count and masked
-in the loss) with the official relative-L2 loss and, optionally, denoising noise on the inputs.
-Evaluation rolls the model out auto-regressively on each data set's test trajectories and
-reports the L2 relative error (L2RE) of the first step and of the whole rollout, per data set.
-The data are generated locally (``jaxlab.pde.data``) and cached on disk once.
+in the loss) with the official relative-L2 loss and, optionally, denoising noise on the inputs
+(Sec. 3.1). Evaluation rolls the model out auto-regressively on each data set's test
+trajectories and reports the L2 relative error (L2RE) of the first step and of the whole
+rollout, per data set (Sec. 4, "L2RE"). The data are generated locally (``jaxlab.pde.data``)
+and cached on disk once.
+
+Every bad setting is refused before any data are generated or anything is compiled, with one
+line naming the config key (:func:`check_config`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -19,39 +24,110 @@ import ml_collections
 import numpy as np
 
 from jaxlab.errors import InputError, check
-from jaxlab.pde.data import dataset_spec, fno_navier_stokes, load_dataset, mixture_batch, rollout_eval_data
+from jaxlab.pde.data import (DatasetSpec, FNO_VISCOSITIES, PDEDataset, dataset_spec, fno_navier_stokes, get_family,
+                             load_dataset, mixture_batch, rollout_eval_data)
+from jaxlab.pde.dpot import DPOT
 from jaxlab.pde.fno import FNO2d
 from jaxlab.pde.losses import make_loss_fn, relative_l2_loss
 from jaxlab.pde.sizes import dpot_config
-from jaxlab.pde.dpot import DPOT
 from jaxlab.train.task import TASKS, Task
 
+MODELS = ("dpot", "fno")
 
-def _spec(entry: Any, resolution: int) -> Any:
-  """A data set from its config entry: ``{"family": "ns_fno", "viscosity": 1e-3, "trajectories": n, ...}``."""
+
+# ---------------------------------------------------------------- data
+
+def dataset_from_entry(entry: Any, resolution: int) -> DatasetSpec:
+  """A data set from its config entry, e.g. ``{"family": "ns_fno", "viscosity": 1e-3, "trajectories": 200}``.
+
+  Keys: ``family``, ``trajectories``, optional ``seed`` and ``name``, and any parameter of the
+  family. An ``ns_fno`` entry at one of FNO's viscosities gets FNO's frame count and our dt
+  (``fno_navier_stokes``); other viscosities need ``num_frames`` and ``dt`` chosen by the caller.
+  """
   entry = dict(entry)
-  family = entry.pop("family")
-  n = entry.pop("trajectories")
+  for key in ("family", "trajectories"):
+    check(key in entry, f"data.sets entry {entry} has no {key!r} key")
+  family, n = entry.pop("family"), entry.pop("trajectories")
   seed = entry.pop("seed", 0)
-  if family == "ns_fno":
-    return fno_navier_stokes(entry.pop("viscosity"), n, seed=seed, resolution=resolution, **entry)
+  get_family(family)  # unknown family: one line listing the known ones
+  if family == "ns_fno" and any(abs(entry.get("viscosity", 1e-3) - v) <= 1e-12 for v in FNO_VISCOSITIES):
+    return fno_navier_stokes(entry.pop("viscosity", 1e-3), n, seed=seed, resolution=resolution, **entry)
+  if family == "ns_fno" and "name" not in entry:
+    entry["name"] = f"ns_fno_nu{entry.get('viscosity', 1e-3):.0e}"
   return dataset_spec(family, n, seed=seed, resolution=resolution, **entry)
 
 
-def build_model(config: ml_collections.ConfigDict, channels: int, resolution: int) -> Any:
+def dataset_specs(config: ml_collections.ConfigDict) -> list[DatasetSpec]:
+  check(len(config.data.sets) >= 1, "data.sets is empty; give at least one data set")
+  return [dataset_from_entry(entry, config.data.resolution) for entry in config.data.sets]
+
+
+def channels_of(config: Any) -> int:
+  """The model's channel count: ``data.num_channels`` or, if 0, the widest data set's (a config or its dict)."""
+  data = config["data"]
+  widest = max(get_family(entry["family"]).num_channels for entry in data["sets"])
+  return int(data.get("num_channels", 0) or 0) or widest
+
+
+def load_datasets(config: ml_collections.ConfigDict) -> list[PDEDataset]:
+  """The data sets of ``config`` (generated on a cache miss), each with its test split."""
+  d = config.data
+  return [load_dataset(s, d.cache_dir or None, num_test=d.num_test) for s in dataset_specs(config)]
+
+
+# ---------------------------------------------------------------- model
+
+def model_kwargs(config: ml_collections.ConfigDict, channels: int) -> tuple[str, dict[str, Any]]:
+  """``(name, constructor kwargs)`` of the configured model for ``channels`` channels."""
   m = dict(config.model)
-  name = m.pop("name")
+  name = m.pop("name", None)
+  if name not in MODELS:
+    raise InputError(f"model.name={name!r}; choose one of {', '.join(map(repr, MODELS))}")
+  for key in ("in_channels", "out_channels"):
+    value = m.pop(key, channels)
+    check(value == channels, f"model.{key}={value} does not match the data's {channels} channels "
+          "(the channel count comes from the data; set data.num_channels to pad)")
+  for key in ("in_timesteps", "out_timesteps", "img_size"):
+    check(key not in m, f"model.{key} is set by the task (t_in, t_out, data.resolution); remove it")
   io = dict(in_channels=channels, out_channels=channels, in_timesteps=config.t_in, out_timesteps=config.t_out)
   if name == "dpot":
-    size = m.pop("size")
-    return DPOT(**dpot_config(size, img_size=resolution, **io, **m))
-  if name == "fno":
-    return FNO2d(**io, **m)
-  raise InputError(f"model.name={name!r}; choose 'dpot' or 'fno'")
+    return name, dpot_config(m.pop("size", "cpu_small"), img_size=config.data.resolution, **io, **m)
+  return name, {**io, **m}
 
 
-def rollout(apply, params: Any, x0: jax.Array, steps: int, t_out: int) -> jax.Array:
-  """Auto-regressive predictions ``(n, X, Y, steps, C)`` from the first ``t_in`` frames ``x0``."""
+def build_model(config: ml_collections.ConfigDict, channels: int) -> Any:
+  """The configured DPOT or FNO-2D, its settings checked (``InputError`` naming the bad key)."""
+  name, kwargs = model_kwargs(config, channels)
+  res = config.data.resolution
+  if name == "dpot":
+    p = kwargs["patch_size"]
+    check(isinstance(p, int) and p > 0 and res % p == 0,
+          f"data.resolution={res} is not divisible by the DPOT patch size {p} (model.patch_size)")
+    try:
+      model = DPOT(**kwargs)
+    except TypeError as e:
+      raise InputError(f"model: {e}") from None
+    try:
+      model.check_config()
+    except InputError as e:
+      raise InputError(f"model: {e}") from None
+    return model
+  modes = kwargs.get("modes", FNO2d.modes)
+  check(2 * modes <= res, f"model.modes={modes} needs data.resolution >= {2 * modes}, got {res}")
+  try:
+    return FNO2d(**kwargs)
+  except TypeError as e:
+    raise InputError(f"model: {e}") from None
+
+
+# ---------------------------------------------------------------- evaluation
+
+def rollout(apply: Callable[..., Any], params: Any, x0: jax.Array, steps: int, t_out: int) -> jax.Array:
+  """Auto-regressive predictions ``(n, X, Y, steps, C)`` from the first ``t_in`` frames ``x0``.
+
+  Each call predicts ``t_out`` frames from the latest ``t_in`` (the window slides by ``t_out``),
+  as DPOT's test-time rollout (Sec. 3.1); the last call's extra frames are dropped.
+  """
   def body(window, _):
     out = apply({"params": params}, window)
     pred = out[0] if isinstance(out, tuple) else out
@@ -63,19 +139,105 @@ def rollout(apply, params: Any, x0: jax.Array, steps: int, t_out: int) -> jax.Ar
   return preds.reshape(preds.shape[:3] + (calls * t_out, preds.shape[-1]))[..., :steps, :]
 
 
+def rollout_l2re(apply: Callable[..., Any], params: Any, evals: dict[str, dict[str, np.ndarray]],
+                 t_out: int) -> dict[str, jax.Array]:
+  """Per data set: mean L2RE of the first predicted frame and of the whole rollout (Hao et al., Sec. 4).
+
+  L2RE of one test trajectory = mean over its real channels of ||pred - y|| / ||y||, norms over
+  (X, Y, time) (the official ``SimpleLpLoss``); padded channels are masked out. ``evals`` is
+  :func:`jaxlab.pde.data.rollout_eval_data`'s output.
+  """
+  out = {}
+  for name, e in evals.items():
+    mask = jnp.asarray(e["channel_mask"][:, None, None, None, :], jnp.float32)
+    y = jnp.asarray(e["y"])
+    pred = rollout(apply, params, jnp.asarray(e["x"]), y.shape[3], t_out)
+    n = y.shape[0]
+    out[f"l2re_1step/{name}"] = relative_l2_loss(pred[..., :1, :], y[..., :1, :], mask) / n
+    out[f"l2re_rollout/{name}"] = relative_l2_loss(pred, y, mask) / n
+  return out
+
+
+# ---------------------------------------------------------------- checks
+
+def _check_windows(config: ml_collections.ConfigDict, specs: Sequence[DatasetSpec]) -> None:
+  t_in, t_out, steps = config.t_in, config.t_out, config.data.rollout_steps
+  for key, value in (("t_in", t_in), ("t_out", t_out)):
+    check(isinstance(value, int) and value >= 1, f"{key}={value!r} must be an int >= 1")
+  check(isinstance(steps, int) and steps >= 0, f"data.rollout_steps={steps!r} must be an int >= 0 (0: all frames)")
+  for s in specs:
+    check(t_in + t_out <= s.num_frames,
+          f"t_in={t_in} + t_out={t_out} frames exceed data set {s.name!r}'s {s.num_frames} frames per trajectory")
+    check(t_in + steps <= s.num_frames,
+          f"t_in={t_in} + data.rollout_steps={steps} exceed data set {s.name!r}'s {s.num_frames} frames")
+
+
+def _pretrained_config(workdir: str) -> dict | None:
+  """The config saved with ``workdir``'s newest checkpoint (None if there is none)."""
+  directory = os.path.join(workdir, "checkpoints")
+  if not os.path.isdir(directory):
+    return None  # the trainer's fine-tuning start says so
+  from jaxlab.train.checkpoint import Checkpointer  # noqa: PLC0415 - only when fine-tuning
+  ckpt = Checkpointer(directory, 1)
+  try:
+    step = ckpt.latest_step()
+    return ckpt.saved_config(step) if step is not None else None
+  finally:
+    ckpt.close()
+
+
+def _check_pretrained(config: ml_collections.ConfigDict, channels: int) -> None:
+  """A fine-tuning run (``init_from.workdir``) must have the pre-trained model's channels and window."""
+  init_from = config.get("init_from", None)
+  workdir = init_from.get("workdir", "") if init_from is not None else ""
+  saved = _pretrained_config(workdir) if workdir else None
+  if not saved or "data" not in saved or "sets" not in saved["data"]:
+    return
+  theirs = channels_of(saved)
+  check(theirs == channels,
+        f"init_from.workdir={workdir!r} was trained with {theirs} channels, this run's data have {channels}; "
+        f"set data.num_channels={theirs} (missing channels are zero-padded and masked)")
+  for key in ("t_in", "t_out"):
+    check(saved.get(key) == config[key], f"init_from.workdir={workdir!r} was trained with {key}={saved.get(key)}, "
+          f"this run has {key}={config[key]}")
+  check(saved.get("model", {}).get("name") == config.model.name,
+        f"init_from.workdir={workdir!r} trained model.name={saved.get('model', {}).get('name')!r}, "
+        f"this run has {config.model.name!r}")
+
+
+def check_config(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], int, Any]:
+  """``(data set specs, channels, model)`` after checking every setting; nothing is generated."""
+  check(isinstance(config.data.resolution, int) and config.data.resolution >= 8,
+        f"data.resolution={config.data.resolution!r} must be an int >= 8")
+  specs = dataset_specs(config)
+  _check_windows(config, specs)
+  widest = max(s.num_channels for s in specs)
+  channels = channels_of(config)
+  check(channels >= widest, f"data.num_channels={channels} is below the widest data set's {widest} channels")
+  weights = tuple(config.data.weights)
+  check(not weights or len(weights) == len(specs),
+        f"data.weights has {len(weights)} entries for {len(specs)} data sets (or give () for equal weights)")
+  check(not weights or (all(np.isfinite(w) and w >= 0 for w in weights) and sum(weights) > 0),
+        f"data.weights={weights} must be finite, >= 0 and not all zero")
+  model = build_model(config, channels)
+  check(config.noise_scale >= 0 and np.isfinite(config.noise_scale),
+        f"noise_scale={config.noise_scale!r} must be finite and >= 0")
+  _check_pretrained(config, channels)
+  return specs, channels, model
+
+
+# ---------------------------------------------------------------- the task
+
 @TASKS.register("pde_operator")
 def pde_operator(config: ml_collections.ConfigDict) -> Task:
   """The task of ``configs/dpot_pde.py`` (see there for every key)."""
   d = config.data
-  specs = [_spec(entry, d.resolution) for entry in d.sets]
-  datasets = [load_dataset(s, d.cache_dir or None, num_test=d.num_test) for s in specs]
+  _, channels, model = check_config(config)
+  datasets = load_datasets(config)
   weights = list(d.weights) if d.weights else [1.0] * len(datasets)
-  check(len(weights) == len(datasets), f"data.weights has {len(weights)} entries for {len(datasets)} data sets")
-  channels = max(ds.num_channels for ds in datasets)
-  model = build_model(config, channels, d.resolution)
   loss_fn = make_loss_fn(model.apply, noise_scale=config.noise_scale)
   evals = rollout_eval_data(datasets, config.t_in, d.rollout_steps or None, num_channels=channels,
-                            max_trajectories=d.eval_trajectories)
+                            max_trajectories=d.eval_trajectories or None)
 
   def init_params(rng):
     x = jnp.zeros((1, d.resolution, d.resolution, config.t_in, channels), jnp.float32)
@@ -88,15 +250,8 @@ def pde_operator(config: ml_collections.ConfigDict) -> Task:
 
   def evaluate(state, rng):
     del rng
-    out = {}
-    for name, e in evals.items():
-      mask = jnp.asarray(e["channel_mask"][:, None, None, None, :], jnp.float32)
-      y = jnp.asarray(e["y"])
-      pred = rollout(model.apply, state.params, jnp.asarray(e["x"]), y.shape[3], config.t_out)
-      n = y.shape[0]
-      out[f"l2re_1step/{name}"] = relative_l2_loss(pred[..., :1, :], y[..., :1, :], mask) / n
-      out[f"l2re_rollout/{name}"] = relative_l2_loss(pred, y, mask) / n
-    return out
+    return rollout_l2re(model.apply, state.params, evals, config.t_out)
 
   return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
+              throughput={"samples": config.batch_size},
               description=f"{config.model.name} on {'+'.join(ds.name for ds in datasets)}")

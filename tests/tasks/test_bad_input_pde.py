@@ -1,0 +1,117 @@
+"""Bad input to the pde_operator task: each case ends in ONE line naming the bad value.
+
+Collected with the other sweeps by ``python tests/test_bad_input_sweep.py``. The checks run
+before any data are generated or anything is compiled, so every case takes milliseconds; the
+two that need files (a cache with a NaN, a pre-trained run's checkpoint) write tiny ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from configs import dpot_pde  # noqa: E402
+from jaxlab.errors import InputError  # noqa: E402
+from jaxlab.pde.data import dataset_dir, fno_navier_stokes  # noqa: E402
+from jaxlab.tasks.pde_operator import pde_operator  # noqa: E402
+from jaxlab.train.checkpoint import Checkpointer  # noqa: E402
+from jaxlab.train.trainer import train  # noqa: E402
+
+Case = tuple[str, str, Callable[[], Any], str]
+
+
+def _cfg(arg: str = "tiny", **overrides: Any):
+  c = dpot_pde.get_config(arg)
+  c.data.cache_dir = tempfile.mkdtemp()  # nothing may be generated before the checks; if it were, not in $HOME
+  for key, value in overrides.items():
+    node = c
+    *parents, leaf = key.split(".")
+    for p in parents:
+      node = node[p]
+    with node.unlocked():
+      node[leaf] = value
+  return c
+
+
+def _task(arg: str = "tiny", **overrides: Any) -> Callable[[], Any]:
+  return lambda: pde_operator(_cfg(arg, **overrides))
+
+
+def _non_finite_data():
+  """A cached NS set whose trajectory 1 holds a NaN (as a crashed solver or a bad disk would leave)."""
+  config = _cfg()
+  spec = fno_navier_stokes(1e-3, 12, resolution=32, num_frames=8)
+  folder = dataset_dir(spec, config.data.cache_dir)
+  folder.mkdir(parents=True)
+  data = np.zeros(spec.shape, np.float32)
+  data[1, 3, 5, 5, 0] = np.nan
+  np.save(folder / "trajectories.npy", data)
+  (folder / "settings.json").write_text(json.dumps(spec.settings()))
+  return pde_operator(config)
+
+
+def _pretrained_with_two_channels():
+  """Fine-tuning a 1-channel run from a checkpoint of a 2-channel (mixture) run, without padding."""
+  pre = tempfile.mkdtemp()
+  ckpt = Checkpointer(os.path.join(pre, "checkpoints"), 1, config=dpot_pde.get_config("mixture_tiny").to_dict())
+  ckpt.maybe_save(1, {"params": {"w": jnp.zeros(2)}}, final=True)
+  ckpt.close()
+  config = _cfg()
+  config.init_from.workdir = pre
+  return train(config, tempfile.mkdtemp(), devices=jax.devices()[:1], progress=False)
+
+
+CASES: list[Case] = [
+    ("pde task", "resolution not divisible by the patch", _task(**{"data.resolution": 34}),
+     "data.resolution=34 is not divisible by the DPOT patch size 4"),
+    ("pde task", "embed_dim not divisible by 8", _task(**{"model.embed_dim": 36}),
+     "embed_dim 36 is not divisible by 8"),
+    ("pde task", "embed_dim not divisible by n_blocks", _task(**{"model.embed_dim": 40, "model.n_blocks": 3}),
+     "embed_dim 40 is not divisible by n_blocks 3"),
+    ("pde task", "unknown model name", _task(**{"model.name": "unet"}), "model.name='unet'; choose one of"),
+    ("pde task", "unknown DPOT size", _task(**{"model.size": "XL"}), "unknown DPOT size 'XL'"),
+    ("pde task", "unknown model setting", _task(**{"model.depht": 2}), "unexpected keyword argument 'depht'"),
+    ("pde task", "model.in_channels against the data", _task(**{"model.in_channels": 3}),
+     "model.in_channels=3 does not match the data's 1 channels"),
+    ("pde task", "FNO modes above the grid", _task("fno_tiny", **{"model.modes": 20}),
+     "model.modes=20 needs data.resolution >= 40"),
+    ("pde task", "unknown family", _task(**{"data.sets": ({"family": "burgers", "trajectories": 4},)}),
+     "unknown PDE family 'burgers'"),
+    ("pde task", "set without trajectories", _task(**{"data.sets": ({"family": "kolmogorov"},)}),
+     "has no 'trajectories' key"),
+    ("pde task", "t_in larger than the trajectories", _task(t_in=9),
+     "t_in=9 + t_out=1 frames exceed data set 'ns_fno_nu1e-03''s 9 frames"),
+    ("pde task", "t_in=0", _task(t_in=0), "t_in=0 must be an int >= 1"),
+    ("pde task", "rollout longer than the trajectories", _task(**{"data.rollout_steps": 7}),
+     "t_in=3 + data.rollout_steps=7 exceed data set 'ns_fno_nu1e-03''s 9 frames"),
+    ("pde task", "num_channels below the widest set", _task("mixture_tiny", **{"data.num_channels": 1}),
+     "data.num_channels=1 is below the widest data set's 2 channels"),
+    ("pde task", "weights of another length", _task("mixture_tiny", **{"data.weights": (1.0,)}),
+     "data.weights has 1 entries for 2 data sets"),
+    ("pde task", "negative weight", _task("mixture_tiny", **{"data.weights": (1.0, -1.0)}),
+     "data.weights=(1.0, -1.0) must be finite, >= 0"),
+    ("pde task", "negative noise", _task(noise_scale=-1e-3), "noise_scale=-0.001 must be finite and >= 0"),
+    ("pde task", "non-finite values in the data", _non_finite_data,
+     "data set 'ns_fno_nu1e-03': loaded trajectory 1 has non-finite values"),
+    ("pde task", "checkpoint with other channels than the data", _pretrained_with_two_channels,
+     "was trained with 2 channels, this run's data have 1; set data.num_channels=2"),
+]
+
+
+@pytest.mark.parametrize("area,what,call,fragment", CASES, ids=[f"{a}: {w}" for a, w, _, _ in CASES])
+def test_bad_input_is_one_clear_line(area, what, call, fragment):
+  with pytest.raises(InputError) as info:
+    call()
+  message = str(info.value)
+  assert fragment in message, f"{area} / {what}: {message!r} lacks {fragment!r}"
+  assert "\n" not in message, message

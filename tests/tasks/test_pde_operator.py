@@ -1,0 +1,173 @@
+"""The pde_operator task (DPOT / FNO on generated PDE data) through the trainer.
+
+Tiny configs (32^2, 3 input frames, 8 steps); data are generated once per module into a
+temporary cache. Identical programs compile once: a module-scoped persistent compilation cache
+(in a temporary folder) serves the repeated runs (kill + resume, fine-tuning).
+"""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+
+from configs import dpot_pde
+from jaxlab.pde.data import make_dataset, rollout_eval_data
+from jaxlab.tasks.pde_operator import build_model, channels_of, pde_operator, rollout, rollout_l2re
+from jaxlab.train.metrics_writer import read_metrics
+from jaxlab.train.trainer import train
+
+STEPS = 8
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compilation_cache(tmp_path_factory):
+  from jax.experimental.compilation_cache import compilation_cache as cc
+  before = {k: getattr(jax.config, k) for k in ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+                                                  "jax_persistent_cache_min_entry_size_bytes")}
+  cc.reset_cache()
+  jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("jax_cache")))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  yield
+  for k, v in before.items():
+    jax.config.update(k, v)
+  cc.reset_cache()
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+  return str(tmp_path_factory.mktemp("pde_data"))
+
+
+def _config(cache, arg="mixture_tiny", **overrides):
+  c = dpot_pde.get_config(arg)
+  c.data.cache_dir = cache
+  c.num_steps, c.log_every, c.eval_every, c.checkpoint_every = STEPS, 2, STEPS, 4
+  c.data.rollout_steps = 3
+  # SGD: its update is linear in the gradient, so 1- and 8-device runs (which sum the loss in another
+  # order) stay within float rounding; Adam's first steps are ~lr * sign(g), which flips for g ~ 1e-9
+  c.optimizer = ml_collections.ConfigDict({"name": "sgd", "learning_rate": 3e-3, "momentum": 0.9})
+  if c.model.name == "dpot":
+    c.model.depth = 1
+  for k, v in overrides.items():
+    c[k] = v
+  return c
+
+
+@pytest.fixture(scope="module")
+def one_device(cache, tmp_path_factory):
+  """The 1-channel + 2-channel mixture trained on one device (also the fine-tuning test's pre-training)."""
+  workdir = str(tmp_path_factory.mktemp("one_device"))
+  return workdir, train(_config(cache), workdir, devices=jax.devices()[:1], progress=False)
+
+
+def test_mixture_of_1_and_2_channel_sets_trains_on_1_and_8_devices_alike(cache, one_device, tmp_path):
+  workdir, one = one_device
+  config = _config(cache)
+  config.mesh = (("data", 8), ("model", 1))
+  eight = train(config, str(tmp_path), progress=False)
+  assert eight.summary["mesh"] == {"data": 8, "model": 1}
+  chex.assert_trees_all_close(jax.device_get(eight.state.params), jax.device_get(one.state.params),
+                              rtol=1e-5, atol=1e-7)
+  losses = [r["loss"] for r in read_metrics(workdir) if "loss" in r]
+  assert len(losses) == STEPS // 2 and np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+  assert one.summary["nonfinite_skipped"] == 0
+  for name in ("ns_fno_nu1e-03", "diffusion_reaction"):
+    for kind in ("1step", "rollout"):
+      assert 0 < one.summary[f"l2re_{kind}/{name}"] < 10
+
+
+def test_killed_run_resumes_bit_identically(cache, one_device, tmp_path):
+  _, one = one_device
+  train(_config(cache), str(tmp_path), devices=jax.devices()[:1], stop_after=6, progress=False)  # checkpoint at 4
+  resumed = train(_config(cache), str(tmp_path), devices=jax.devices()[:1], progress=False)
+  chex.assert_trees_all_equal(jax.device_get(resumed.state), jax.device_get(one.state))
+  assert [r["step"] for r in read_metrics(str(tmp_path)) if "loss" in r] == [2, 4, 6, 8]
+
+
+def test_rollout_equals_a_python_loop_of_model_calls(cache):
+  config = _config(cache, t_out=2)
+  model = build_model(config, channels_of(config))
+  x0 = jax.random.normal(jax.random.key(1), (2, 32, 32, config.t_in, 2))
+  params = model.init(jax.random.key(0), x0)["params"]
+  steps = 5  # not a multiple of t_out: the last call's second frame is dropped
+  window, frames, apply = x0, [], jax.jit(model.apply)
+  while sum(f.shape[3] for f in frames) < steps:
+    pred = apply({"params": params}, window)
+    frames.append(pred)
+    window = jnp.concatenate([window[..., 2:, :], pred], axis=3)
+  expected = jnp.concatenate(frames, axis=3)[..., :steps, :]
+  got = jax.jit(rollout, static_argnums=(0, 3, 4))(model.apply, params, x0, steps, 2)
+  assert got.shape == (2, 32, 32, steps, 2)
+  np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def _decaying(n=4, frames=7, channels=2):
+  """Trajectories with frame t+1 = 0.9 * frame t, so ``0.9 * last input frame`` predicts them exactly."""
+  w0 = np.random.default_rng(0).normal(size=(n, 1, 8, 8, channels)).astype(np.float32)
+  return w0 * (0.9 ** np.arange(frames, dtype=np.float32))[None, :, None, None, None]
+
+
+def test_l2re_of_a_perfect_predictor_is_zero_and_padding_is_masked():
+  evals = rollout_eval_data([make_dataset("decay", _decaying(), num_test=2)], t_in=3, num_channels=3)
+  junk = jnp.asarray([0.0, 0.0, 7.0])  # anything in the padded third channel must not count
+
+  def perfect(variables, window):
+    return variables["params"] * window[..., -1:, :] + junk
+  exact = rollout_l2re(perfect, jnp.float32(0.9), evals, t_out=1)
+  assert set(exact) == {"l2re_1step/decay", "l2re_rollout/decay"}
+  for v in exact.values():
+    assert float(v) < 1e-6
+  off = rollout_l2re(perfect, jnp.float32(1.0), evals, t_out=1)   # persistence: 1/0.9 - 1 = 0.111 at step 1
+  np.testing.assert_allclose(off["l2re_1step/decay"], 1 / 0.9 - 1, rtol=1e-4)
+  assert off["l2re_rollout/decay"] > off["l2re_1step/decay"]
+
+
+def test_padded_channel_contributes_nothing_to_the_loss(cache):
+  task = pde_operator(_config(cache))
+  params = task.init_params(jax.random.key(0))
+  batch = task.host_batch(3, np.arange(8), 0)
+  one_channel = batch["mask"][:, 0, 0, 0, 1] == 0
+  assert 0 < one_channel.sum() < 8  # both data sets in this batch
+  assert not np.any(batch["x"][one_channel, ..., 1]) and not np.any(batch["y"][one_channel, ..., 1])
+  noisy = dict(batch, y=batch["y"].copy())
+  noisy["y"][one_channel, ..., 1] = 5.0   # a wrong target in the padded channel
+  grad = jax.jit(jax.value_and_grad(lambda p, b: task.loss_fn(p, b, jax.random.key(2), None)[0]))
+  (loss, g), (loss_noisy, g_noisy) = grad(params, batch), grad(params, noisy)
+  assert float(loss) == float(loss_noisy)
+  chex.assert_trees_all_equal(g, g_noisy)
+  unmasked = dict(noisy, mask=np.ones_like(batch["mask"]))
+  assert float(grad(params, unmasked)[0]) != float(loss)   # the mask is what hides it
+
+
+def test_mixture_weights_reach_the_batches(cache):
+  def share_of_two_channel_rows(weights):
+    config = _config(cache, batch_size=16)
+    config.data.weights = weights
+    task = pde_operator(config)
+    masks = [task.host_batch(step, np.arange(16), 0)["mask"][:, 0, 0, 0, 1] for step in range(40)]
+    return float(np.mean(np.concatenate(masks)))
+  share = share_of_two_channel_rows((3.0, 1.0))
+  assert abs(share - 0.25) < 4 * np.sqrt(0.25 * 0.75 / 640), share   # 640 rows, 4 sigma
+  assert share_of_two_channel_rows((0.0, 1.0)) == 1.0
+
+
+def test_fine_tune_from_the_mixture_with_a_new_head_and_frozen_blocks(cache, one_device, tmp_path):
+  pre_dir, pre = one_device
+  config = _config(cache, seed=3)
+  config.data.sets = ({"family": "ns_fno", "viscosity": 1e-3, "trajectories": 6, "seed": 9, "num_frames": 8},)
+  config.data.num_channels = 2          # the pre-trained model's channels; the second is padding
+  config.init_from.workdir = pre_dir
+  config.init_from.reinit = (r"^out_layer/",)
+  config.optimizer.freeze = (r"^blocks_",)
+  tuned = train(config, str(tmp_path), devices=jax.devices()[:1], progress=False)
+  new, old = jax.device_get(tuned.state.params), jax.device_get(pre.state.params)
+  chex.assert_trees_all_equal(new["blocks_0"], old["blocks_0"])                          # frozen
+  assert not np.allclose(new["patch_embed"]["proj1"]["kernel"], old["patch_embed"]["proj1"]["kernel"])
+  assert not np.allclose(new["out_layer"]["fc2"]["kernel"], old["out_layer"]["fc2"]["kernel"])
+  assert np.isfinite(tuned.summary["l2re_rollout/ns_fno_nu1e-03"])
+  assert tuned.summary["task"] == "dpot on ns_fno_nu1e-03"
