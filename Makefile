@@ -33,7 +33,11 @@ $(VENV_LATEST)/.jaxlab-installed: setup.cfg pyproject.toml
 	@test -n "$(PYTHON_LATEST)" || (echo "test-latest needs python3.12 (set PYTHON_LATEST=...)"; exit 1)
 	$(PYTHON_LATEST) -m venv $(VENV_LATEST)
 	$(VENV_LATEST)/bin/python -m pip install -q --upgrade pip
-	$(VENV_LATEST)/bin/python -m pip install -q --upgrade -e ".[data,rl,pde,test,notebooks]"
+	$(VENV_LATEST)/bin/python -m pip install -q --upgrade -e ".[data,pde,test,notebooks]"
+	# gymnax 1.0.1 declares jax<0.12 and would pull jax back to 0.11; its code runs on jax 0.12
+	# (tests/rl pass), so the rl extra goes in without moving jax.
+	$(VENV_LATEST)/bin/python -m pip install -q --upgrade --no-deps gymnax
+	$(VENV_LATEST)/bin/python -m pip install -q --upgrade "gymnasium>=1.1,<1.4" seaborn six flashbax rliable
 	touch $@
 
 test-latest: $(VENV_LATEST)/.jaxlab-installed

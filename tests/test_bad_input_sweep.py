@@ -253,12 +253,14 @@ def test_bad_input_is_one_clear_line(area, what, call, fragment):
   assert "\n" not in message.split("Valid keys")[0], message
 
 
-def verdict(call: Callable[[], Any], fragment: str) -> str:
+def verdict(call: Callable[[], Any], fragment: str, regex: bool = False) -> str:
   """clear / confusing (wrong type or message) / crash (a Python error from deep inside) / silent."""
+  import re
   try:
     call()
   except InputError as e:
-    return "clear" if fragment in str(e) and "\n" not in str(e) else "confusing"
+    named = re.search(fragment, str(e)) if regex else fragment in str(e)
+    return "clear" if named and "\n" not in str(e) else "confusing"
   except (ZeroDivisionError, IndexError, TypeError, AttributeError, FloatingPointError, OverflowError):
     return "crash"
   except Exception:  # noqa: BLE001
@@ -266,11 +268,12 @@ def verdict(call: Callable[[], Any], fragment: str) -> str:
   return "silent"
 
 
-def _collect_sweeps() -> list[tuple[str, str, Callable[[], Any], str]]:
-  """This module's cases plus every ``tests/**/test_bad_input*.py`` that defines ``CASES``."""
+def _collect_sweeps() -> list[tuple[str, str, Callable[[], Any], str, bool]]:
+  """This module's cases plus every ``tests/**/test_bad_input*.py`` that defines ``CASES``
+  (``(area, what, call, fragment)``, or ``(what, call, regex)`` with the area from the folder)."""
   import glob
   import importlib.util
-  cases = list(CASES)
+  cases = [(*c, False) for c in CASES]
   here = os.path.dirname(os.path.abspath(__file__))
   for path in sorted(glob.glob(os.path.join(here, "**", "test_bad_input*.py"), recursive=True)):
     if os.path.abspath(path) == os.path.abspath(__file__):
@@ -278,7 +281,9 @@ def _collect_sweeps() -> list[tuple[str, str, Callable[[], Any], str]]:
     spec = importlib.util.spec_from_file_location(f"_sweep_{os.path.basename(os.path.dirname(path))}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    cases += list(getattr(module, "CASES", []))
+    area = os.path.basename(os.path.dirname(path))
+    for case in getattr(module, "CASES", []):
+      cases.append((*case, False) if len(case) == 4 else (area, *case, True))
   return cases
 
 
@@ -286,8 +291,8 @@ def main() -> None:
   cases = _collect_sweeps()
   counts: dict[str, int] = {}
   by_area: dict[str, dict[str, int]] = {}
-  for area, what, call, fragment in cases:
-    v = verdict(call, fragment)
+  for area, what, call, fragment, regex in cases:
+    v = verdict(call, fragment, regex)
     counts[v] = counts.get(v, 0) + 1
     by_area.setdefault(area, {}).setdefault(v, 0)
     by_area[area][v] += 1
