@@ -10,6 +10,7 @@ models/dpot.py at dcd2f9a), input and output (B, X, Y, T, C):
   3. temporal aggregation 'exp_mlp': h = sum_t W_t (h_t * cos(t gamma)), gamma learnable
      (init 2^linspace(-10, 10, D)), or 'mlp' without the cosine;
   4. ``depth`` blocks h <- h + MLP(GN(AFNO(GN(h)))), GroupNorm with 8 groups (``jaxlab.pde.afno``);
+     ``mlp="softmoe"`` (not in the paper) makes the MLP a Soft MoE over the latent pixels (``DPOTBlock``);
   5. head ConvTranspose(p, stride p) -> act -> 1x1 -> act -> 1x1 to C_out*T_out, read as
      (T_out, C_out) (channel index t*C_out + c);
   6. optional dataset-classification head on the spatial mean (``num_classes > 0``; the
@@ -41,6 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.errors import check
+from jaxlab.moe.modules import SoftMoE
+from jaxlab.moe.softmoe import num_slots
 from jaxlab.pde.afno import AFNO2D
 from jaxlab.pde.layers import (dense, get_activation, grid_coordinates, group_norm, init_dense, init_dense_layers,
                                torch_linspace, unpatchify)
@@ -48,6 +51,7 @@ from jaxlab.pde.layers import (dense, get_activation, grid_coordinates, group_no
 Array = jax.Array
 Params = dict
 GROUPS = 8          # GroupNorm(8, D) in every block
+MLPS = ("dense", "softmoe")
 NORM_EPS = 1e-6     # sigma = std + 1e-6
 
 
@@ -155,6 +159,13 @@ def cls_head(p: Params, h: Array, act: Callable[[Array], Array]) -> Array:
 class DPOTBlock(nn.Module):
   """h + MLP(GN2(AFNO(GN1(h)))) on (B, h, w, D) (the official ``Block`` with double_skip=False).
 
+  ``mlp="softmoe"`` replaces the channel MLP by a Soft MoE layer (Puigcerver et al., ICLR 2024,
+  Eqs. 1-3; ``jaxlab.moe.SoftMoE``, params under "mlp": ``router/phi`` [D, n, p] and
+  ``experts/{w1,b1,w2,b2}`` with the expert axis leading) over the h*w latent pixels of each
+  sample as tokens. Each expert has the dense MLP's hidden width, so with n*p == h*w slots every
+  slot passes through one expert MLP of the dense MLP's size: the expert FLOPs equal the dense
+  MLP's and the router (logits, dispatch, combine: ~3 * 2 (h*w) n p D per sample) comes on top.
+  The experts use ReLU (the Soft MoE layer's, as dopamine's experts), not ``act``.
   ``scan_carry=True`` gives the ``(carry, x) -> (carry, None)`` signature ``nn.scan`` needs.
   """
   width: int
@@ -163,6 +174,10 @@ class DPOTBlock(nn.Module):
   mlp_ratio: float = 1.0
   act: str = "gelu"
   scan_carry: bool = False
+  mlp: str = "dense"
+  num_experts: int = 4
+  slots_per_expert: int = 0       # 0: from capacity_factor (p = ceil(h*w * capacity_factor / n))
+  capacity_factor: float = 1.0
 
   @nn.compact
   def __call__(self, h: Array, _: Any = None) -> Any:
@@ -171,13 +186,22 @@ class DPOTBlock(nn.Module):
     ones_zeros = lambda _key: {"scale": jnp.ones((self.width,)), "bias": jnp.zeros((self.width,))}
     norm1 = self.param("norm1", ones_zeros)
     norm2 = self.param("norm2", ones_zeros)
-    mlp = self.param("mlp", lambda key: init_dense_layers(key, {
-        "fc1": ((self.width, hidden), self.width), "fc2": ((hidden, self.width), hidden)}))
+    if self.mlp == "dense":
+      mlp = self.param("mlp", lambda key: init_dense_layers(key, {
+          "fc1": ((self.width, hidden), self.width), "fc2": ((hidden, self.width), hidden)}))
     mixed = AFNO2D(self.width, self.n_blocks, self.modes, act=self.act, name="filter")(
         group_norm(h, norm1["scale"], norm1["bias"], GROUPS))
     self.sow("intermediates", "filter_output", mixed)
     z = group_norm(mixed, norm2["scale"], norm2["bias"], GROUPS)
-    out = h + dense(mlp["fc2"], act(dense(mlp["fc1"], z)))
+    if self.mlp == "dense":
+      out = h + dense(mlp["fc2"], act(dense(mlp["fc1"], z)))
+    else:
+      b, nx, ny, d = z.shape
+      moe = SoftMoE(num_experts=self.num_experts, expert_hidden=hidden, capacity_factor=self.capacity_factor,
+                    num_slots=self.slots_per_expert or None, name="mlp")
+      y, stats = moe(z.reshape(b, nx * ny, d))
+      self.sow("intermediates", "moe_expert_load", stats["expert_load"])
+      out = h + y.reshape(b, nx, ny, d)
     self.sow("intermediates", "output", out)
     return (out, None) if self.scan_carry else out
 
@@ -210,6 +234,10 @@ class DPOT(nn.Module):
   fuse_embedding: bool = True
   scan_blocks: bool = False
   remat: bool = False
+  mlp: str = "dense"              # "softmoe": the block MLP is a Soft MoE over the latent pixels
+  num_experts: int = 4
+  slots_per_expert: int = 0       # 0: ceil(latent_size**2 * capacity_factor / num_experts)
+  capacity_factor: float = 1.0
 
   @property
   def patch_hidden(self) -> int:
@@ -234,6 +262,19 @@ class DPOT(nn.Module):
           f"({self.out_channels}) must equal in_channels ({self.in_channels})")
     check(self.num_classes >= 0, f"num_classes must be >= 0, got {self.num_classes}")
     get_activation(self.act)
+    check(self.mlp in MLPS, f"mlp={self.mlp!r}; allowed: {', '.join(map(repr, MLPS))}")
+    if self.mlp == "softmoe":
+      check(isinstance(self.num_experts, int) and self.num_experts >= 1,
+            f"num_experts={self.num_experts!r}; need an int >= 1")
+      check(isinstance(self.slots_per_expert, int) and self.slots_per_expert >= 0,
+            f"slots_per_expert={self.slots_per_expert!r}; need an int >= 1 (or 0: from capacity_factor)")
+      if not self.slots_per_expert:
+        num_slots(self.latent_size ** 2, self.num_experts, self.capacity_factor)  # InputError if 0 slots
+
+  @property
+  def moe_slots(self) -> int:
+    """Slots per expert p of the Soft MoE MLP (``slots_per_expert`` or from ``capacity_factor``)."""
+    return self.slots_per_expert or num_slots(self.latent_size ** 2, self.num_experts, self.capacity_factor)
 
   def check_input(self, x: Array) -> None:
     check(x.ndim == 5, f"DPOT input must be (B, X, Y, T, C); got shape {tuple(x.shape)}")
@@ -247,7 +288,8 @@ class DPOT(nn.Module):
 
   def _block_stack(self, h: Array) -> Array:
     kwargs = dict(width=self.embed_dim, n_blocks=self.n_blocks, modes=self.modes, mlp_ratio=self.mlp_ratio,
-                  act=self.act)
+                  act=self.act, mlp=self.mlp, num_experts=self.num_experts, slots_per_expert=self.slots_per_expert,
+                  capacity_factor=self.capacity_factor)
     if self.scan_blocks:
       block = nn.remat(DPOTBlock, prevent_cse=False) if self.remat else DPOTBlock
       stack = nn.scan(block, variable_axes={"params": 0, "intermediates": 0}, split_rngs={"params": True},

@@ -23,6 +23,8 @@ from typing import Any
 
 from jax.sharding import Mesh
 
+from jaxlab.errors import check
+
 from jaxlab.train.sharding import tree_shardings
 
 
@@ -53,3 +55,41 @@ DPOT_SHARDING_RULES = dpot_sharding_rules()
 def dpot_state_shardings(tree: Any, mesh: Mesh, axis: str = "model") -> Any:
   """``NamedSharding``s for a DPOT params / TrainState tree (arrays or ``ShapeDtypeStruct``s)."""
   return tree_shardings(tree, mesh, dpot_sharding_rules(axis))
+
+
+def dpot_layout_rules(*, mlp: str = "dense", scan_blocks: bool = False, num_classes: int = 0,
+                      model_axis: str = "model", expert_axis: str = "expert",
+                      ) -> tuple[tuple[str, tuple[str | None, ...]], ...]:
+  """The rules for one DPOT layout only, so that every rule matches a leaf (the trainer refuses a
+  rule that matches nothing): unrolled or scanned blocks, dense or Soft-MoE MLP, class head or not.
+
+  Soft-MoE MLP (``mlp="softmoe"``, params ``mlp/router/phi`` [D, n, p], ``mlp/experts/w1`` [n, D, h],
+  ``b1`` [n, h], ``w2`` [n, h, D], ``b2`` [n, D]): the stacked expert axis goes over ``expert_axis``
+  (each device holds and runs its experts' slots only) and, inside each expert, the hidden axis
+  over ``model_axis`` as the dense MLP's Megatron split; the router's expert axis also goes over
+  ``expert_axis``. All other rules are :func:`dpot_sharding_rules`'. With a data axis, a
+  (data x model x expert) mesh then splits the batch, the AFNO / embedding / head kernels and the
+  experts three ways.
+  """
+  check(mlp in ("dense", "softmoe"), f"mlp={mlp!r}; allowed: 'dense', 'softmoe'")
+  m, e = model_axis, expert_axis
+  depth = (None,) if scan_blocks else ()
+  prefix = r"blocks/" if scan_blocks else r"blocks_\d+/"
+  if mlp == "dense":
+    mlp_rules = ((prefix + r"mlp/fc1/kernel$", depth + (None, m)),
+                 (prefix + r"mlp/fc1/bias$", depth + (m,)),
+                 (prefix + r"mlp/fc2/kernel$", depth + (m, None)))
+  else:
+    mlp_rules = ((prefix + r"mlp/experts/w1$", depth + (e, None, m)),
+                 (prefix + r"mlp/experts/b1$", depth + (e, m)),
+                 (prefix + r"mlp/experts/w2$", depth + (e, m, None)),
+                 (prefix + r"mlp/experts/b2$", depth + (e,)),
+                 (prefix + r"mlp/router/phi$", depth + (None, e)))
+  rest = []
+  for regex, spec in dpot_sharding_rules(m):
+    if "mlp/" in regex or regex.startswith("cls_head") and not num_classes:
+      continue
+    if regex.startswith("blocks") and not regex.startswith(prefix):
+      continue  # the other block layout
+    rest.append((regex, spec))
+  return mlp_rules + tuple(rest)
