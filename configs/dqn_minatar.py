@@ -16,7 +16,7 @@ update_period x num_envs (MinAtar has no frame skip).
 Run::
 
   python -m jaxlab.main --config=configs/dqn_minatar.py --workdir=runs/dqn_breakout
-  python -m jaxlab.main --config=configs/dqn_minatar.py:demo --workdir=/tmp/dqn_demo    # ~30 s on CPU (quickstart)
+  python -m jaxlab.main --config=configs/dqn_minatar.py:demo --workdir=/tmp/dqn_demo    # under a minute on CPU (quickstart)
   python -m jaxlab.main --config=configs/dqn_minatar.py:tiny --workdir=/tmp/dqn_tiny    # seconds
 
 Other games and heads: ``--config.env.name=space_invaders --config.network.head=dense``; several

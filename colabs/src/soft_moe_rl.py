@@ -217,7 +217,7 @@ for col, (label, prm) in enumerate([("initialised", init_params), ("trained", re
                                     (C * s, "s·C, combine (softmax over slots)")]):
     im = axes[row, col].imshow(w, aspect="auto", cmap="RdBu_r", vmin=0.5, vmax=1.5, interpolation="nearest")
     for e in range(1, n_exp):
-      axes[row, col].axvline(e * s / n_exp - 0.5, color="w", lw=0.8)
+      axes[row, col].axvline(e * s / n_exp - 0.5, color="k", lw=0.8)
     axes[row, col].set(title=f"{label}: {name}", xlabel=f"slot ({n_exp} experts x {s // n_exp})", ylabel="token")
     fig.colorbar(im, ax=axes[row, col])
 plt.tight_layout()
