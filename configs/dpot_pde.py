@@ -9,6 +9,7 @@ Run::
 
   python -m jaxlab.main --config=configs/dpot_pde.py --workdir=runs/dpot_ns      # NS nu=1e-3, CPU size
   python -m jaxlab.main --config=configs/dpot_pde.py:mixture --workdir=runs/dpot_mix   # 5 data sets
+  python -m jaxlab.main --config=configs/dpot_pde.py:demo --workdir=/tmp/dpot_demo     # ~30 s (quickstart)
   python -m jaxlab.main --config=configs/dpot_pde.py:tiny --workdir=/tmp/dpot_tiny     # seconds
   python -m jaxlab.main --config=configs/dpot_pde.py:mixture_tiny --workdir=/tmp/dpot_mt  # 1- + 2-channel sets
 
@@ -31,7 +32,7 @@ import ml_collections
 
 from jaxlab.train.config import make_tiny, trainer_config
 
-ARGS = (None, "", "tiny", "mixture", "mixture_tiny", "fno", "fno_tiny")
+ARGS = (None, "", "demo", "tiny", "mixture", "mixture_tiny", "fno", "fno_tiny")
 
 
 def _ns(viscosity: float, trajectories: int, **kw) -> dict:
@@ -39,7 +40,8 @@ def _ns(viscosity: float, trajectories: int, **kw) -> dict:
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """``arg``: None (NS nu=1e-3), "mixture" (the 5-set pre-training mixture), "fno" (FNO baseline),
+  """``arg``: None (NS nu=1e-3), "demo" (a small NS set at 32^2, the quickstart's; data made in
+  seconds), "mixture" (the 5-set pre-training mixture), "fno" (FNO baseline),
   "tiny" / "fno_tiny" / "mixture_tiny" (seconds; the last mixes a 1- and a 2-channel set)."""
   if arg not in ARGS:
     raise ValueError(f"configs/dpot_pde.py takes one of {ARGS[1:]}, got {arg!r}")
@@ -64,6 +66,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.name = "fno_pde"
     c.model = ml_collections.ConfigDict({"name": "fno", "modes": 12, "width": 20, "n_layers": 4})
     c.noise_scale = 0.0
+  if arg == "demo":
+    c.batch_size, c.t_in = 16, 4
+    c.data.sets = (_ns(1e-3, 24, num_frames=20),)
+    c.data.resolution, c.data.num_test, c.data.eval_trajectories = 32, 4, 4
+    c.model = ml_collections.ConfigDict({"name": "dpot", "size": "tiny", "patch_size": 4, "modes": 4})
+    c.num_steps, c.log_every, c.eval_every, c.checkpoint_every = 400, 100, 400, 400
   if arg in ("tiny", "fno_tiny", "mixture_tiny"):
     c.batch_size, c.t_in = 8, 3
     c.data.sets = (_ns(1e-3, 12, num_frames=8),)

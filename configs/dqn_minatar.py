@@ -16,6 +16,7 @@ update_period x num_envs (MinAtar has no frame skip).
 Run::
 
   python -m jaxlab.main --config=configs/dqn_minatar.py --workdir=runs/dqn_breakout
+  python -m jaxlab.main --config=configs/dqn_minatar.py:demo --workdir=/tmp/dqn_demo    # under a minute on CPU (quickstart)
   python -m jaxlab.main --config=configs/dqn_minatar.py:tiny --workdir=/tmp/dqn_tiny    # seconds
 
 Other games and heads: ``--config.env.name=space_invaders --config.network.head=dense``; several
@@ -28,9 +29,10 @@ from jaxlab.train.config import make_tiny, trainer_config
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """``arg``: ``None`` (a 1M-frame run) or ``"tiny"`` (a few hundred frames, for tests)."""
-  if arg not in (None, "", "tiny"):
-    raise ValueError(f"configs/dqn_minatar.py takes no argument or 'tiny', got {arg!r}")
+  """``arg``: ``None`` (a 1M-frame run), ``"demo"`` (5k frames after 1k of random play, the quickstart's) or ``"tiny"``
+  (a few hundred frames, for tests)."""
+  if arg not in (None, "", "demo", "tiny"):
+    raise ValueError(f"configs/dqn_minatar.py takes no argument, 'demo' or 'tiny', got {arg!r}")
   frames = 1_000_000
   c = trainer_config(batch_size=32, mesh=(("data", -1), ("model", 1)), steps_per_call=250,
                      log_every=2500, eval_every=25_000, checkpoint_every=25_000)
@@ -55,6 +57,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.num_steps = frames // (c.dqn.update_period * c.env.num_envs)
   c.optimizer = ml_collections.ConfigDict({"name": "adam", "learning_rate": 2.5e-4, "eps": 3.125e-4})
   c.skip_nonfinite = True
+  if arg == "demo":  # the same Soft-MoE net, smaller; a short schedule (learning barely starts)
+    c.network.num_experts, c.network.expert_hidden = 4, 64
+    c.dqn.min_replay_history, c.dqn.replay_capacity, c.dqn.epsilon_decay_frames = 1000, 10_000, 4000
+    c.dqn.target_update_period, c.dqn.eval_envs, c.dqn.eval_steps = 400, 8, 500
+    c.num_steps = 5000 // (c.dqn.update_period * c.env.num_envs)
+    c.steps_per_call, c.log_every, c.eval_every, c.checkpoint_every = 250, 250, 1250, 1250
   if arg == "tiny":
     c.network.num_experts, c.network.expert_hidden, c.network.width = 2, 16, 16
     c.dqn.min_replay_history, c.dqn.replay_capacity, c.dqn.epsilon_decay_frames = 64, 512, 400

@@ -5,6 +5,9 @@
 
 A code cell holding ``# {install}`` gets the shared install cell (colabs/src/_install.py) in that
 place, followed by the ``TINY = False`` parameters cell that the tests flip.
+
+Several notebooks run one per subprocess, each in a fresh Python as in Colab: a notebook that
+sets ``XLA_FLAGS`` (8 virtual CPU devices) before jax starts must not find jax already started.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -39,8 +43,13 @@ def notebook_cells(name: str) -> list[tuple[str, str]]:
 
 
 def main(names: list[str]) -> None:
+  names = names or notebook_names()
+  if len(names) > 1:
+    for name in names:
+      subprocess.run([sys.executable, os.path.abspath(__file__), name], check=True)
+    return
   os.chdir(os.path.join(REPO, "colabs"))  # notebooks must not depend on the working directory
-  for name in names or notebook_names():
+  for name in names:
     cells = notebook_cells(name)
     t0 = time.time()
     outputs = execute(cells, tiny=False)
