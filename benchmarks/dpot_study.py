@@ -40,6 +40,8 @@ _CONFIG = config_flags.DEFINE_config_file("config", "configs/dpot_study.py", "st
 _REPORT_ONLY = flags.DEFINE_bool("report_only", False, "only rebuild the table and plot from study.json")
 _CELLS = flags.DEFINE_list("cells", None, "run only these cells (default: all, in order)")
 _VMAP_CHECK = flags.DEFINE_bool("vmap_check", False, "time 3 seeds vmapped vs one after another, then stop")
+_REEVALUATE = flags.DEFINE_list("reevaluate", None, "re-run the evaluation of these finished cells "
+                                 "from their checkpoints (after a fix to the evaluation) and update study.json")
 _VMAP_STEPS = flags.DEFINE_integer("vmap_steps", 100, "steps per run in --vmap_check")
 
 
@@ -121,6 +123,22 @@ def run_cell(study: Any, name: str) -> dict[str, Any]:
       "wall_time_s": wall,
       **metrics,
   }
+
+
+def reevaluate(study: Any, name: str, record: dict[str, Any]) -> dict[str, Any]:
+  """``record`` with its L2RE lists recomputed from each seed's final checkpoint (nothing trained)."""
+  from jaxlab.train.task import make_task  # noqa: PLC0415
+  check_vmapped = _vmapped(study, name)
+  if check_vmapped:
+    raise SystemExit(f"--reevaluate handles sequential seeds only; {name} was vmapped")
+  metrics: dict[str, list[float]] = {}
+  for s in range(_seeds(study, name)):
+    c = cell_config(study, name, s)
+    state = train(c, run_dir(study, name, s, False), progress=False).state  # restored, nothing trained
+    values = jax.jit(make_task(c).evaluate)(state, jax.random.key(0))
+    for key, v in values.items():
+      metrics.setdefault(key, []).append(float(v))
+  return {**record, **metrics, "reevaluated": True}
 
 
 def vmap_check(study: Any, out: str) -> None:
@@ -218,7 +236,7 @@ def plot_rollout(study: Any, out: str) -> str | None:
     model = build_model(c, channels)
     y = e["y"][i:i + 1]
     preds[name] = np.asarray(jax.jit(rollout, static_argnums=(0, 3, 4))(
-        model.apply, params, e["x"][i:i + 1], y.shape[3], c.t_out))[0, ..., 0]
+        model.apply, params, e["x"][i:i + 1], y.shape[3], c.t_out, e["channel_mask"][i:i + 1]))[0, ..., 0]
     truth, x0 = y[0, ..., 0], e["x"][i, ..., 0]
   if not preds:
     return None
@@ -272,7 +290,12 @@ def main(argv: list[str]) -> None:
     return
   path = os.path.join(out, "study.json")
   results = _load(path)
-  if not _REPORT_ONLY.value:
+  for name in _REEVALUATE.value or ():
+    results[name] = reevaluate(study, name, results[name])
+    with open(path, "w") as f:
+      json.dump(results, f, indent=1)
+    print(f"{name} re-evaluated:", {k: _fmt(v) for k, v in results[name].items() if k.startswith("l2re_")}, flush=True)
+  if not _REPORT_ONLY.value and not _REEVALUATE.value:
     for name in (_CELLS.value or list(study.order)):
       if name in results:
         print(f"{name}: done, skipped")

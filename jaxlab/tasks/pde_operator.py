@@ -122,15 +122,23 @@ def build_model(config: ml_collections.ConfigDict, channels: int) -> Any:
 
 # ---------------------------------------------------------------- evaluation
 
-def rollout(apply: Callable[..., Any], params: Any, x0: jax.Array, steps: int, t_out: int) -> jax.Array:
+def rollout(apply: Callable[..., Any], params: Any, x0: jax.Array, steps: int, t_out: int,
+            channel_mask: jax.Array | None = None) -> jax.Array:
   """Auto-regressive predictions ``(n, X, Y, steps, C)`` from the first ``t_in`` frames ``x0``.
 
   Each call predicts ``t_out`` frames from the latest ``t_in`` (the window slides by ``t_out``),
   as DPOT's test-time rollout (Sec. 3.1); the last call's extra frames are dropped.
+  ``channel_mask`` ``(n, C)``: padded channels are set to zero in every prediction. Training
+  inputs have zeros there and the loss ignores those outputs, so they are unconstrained; fed
+  back into the window they would drive the model off its training distribution.
   """
+  keep = None if channel_mask is None else jnp.asarray(channel_mask, x0.dtype)[:, None, None, None, :]
+
   def body(window, _):
     out = apply({"params": params}, window)
     pred = out[0] if isinstance(out, tuple) else out
+    if keep is not None:
+      pred = pred * keep
     return jnp.concatenate([window[..., t_out:, :], pred], axis=-2), pred
 
   calls = -(-steps // t_out)
@@ -151,7 +159,7 @@ def rollout_l2re(apply: Callable[..., Any], params: Any, evals: dict[str, dict[s
   for name, e in evals.items():
     mask = jnp.asarray(e["channel_mask"][:, None, None, None, :], jnp.float32)
     y = jnp.asarray(e["y"])
-    pred = rollout(apply, params, jnp.asarray(e["x"]), y.shape[3], t_out)
+    pred = rollout(apply, params, jnp.asarray(e["x"]), y.shape[3], t_out, e["channel_mask"])
     n = y.shape[0]
     out[f"l2re_1step/{name}"] = relative_l2_loss(pred[..., :1, :], y[..., :1, :], mask) / n
     out[f"l2re_rollout/{name}"] = relative_l2_loss(pred, y, mask) / n

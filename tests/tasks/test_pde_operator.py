@@ -171,3 +171,19 @@ def test_fine_tune_from_the_mixture_with_a_new_head_and_frozen_blocks(cache, one
   assert not np.allclose(new["out_layer"]["fc2"]["kernel"], old["out_layer"]["fc2"]["kernel"])
   assert np.isfinite(tuned.summary["l2re_rollout/ns_fno_nu1e-03"])
   assert tuned.summary["task"] == "dpot on ns_fno_nu1e-03"
+
+
+def test_rollout_keeps_padded_channels_at_zero():
+  # A model that mixes channels: the next frame of every channel is sum over channels of the last one, + 1.
+  def apply(variables, window):
+    last = window[..., -1:, :]
+    return jnp.broadcast_to(last.sum(-1, keepdims=True), last.shape) + variables["params"]
+
+  x1 = jax.random.normal(jax.random.key(0), (2, 4, 4, 3, 1))
+  x2 = jnp.concatenate([x1, jnp.zeros_like(x1)], axis=-1)        # channel 1 is padding
+  mask = jnp.array([[1.0, 0.0], [1.0, 0.0]])
+  padded = rollout(apply, jnp.float32(1.0), x2, 4, 1, mask)
+  chex.assert_trees_all_close(padded[..., :1], rollout(apply, jnp.float32(1.0), x1, 4, 1), atol=1e-6)
+  assert float(jnp.abs(padded[..., 1]).max()) == 0.0
+  unmasked = rollout(apply, jnp.float32(1.0), x2, 4, 1)           # padding fed back: channel 0 drifts
+  assert float(jnp.abs(unmasked[..., 0] - padded[..., 0]).max()) > 1.0
