@@ -38,13 +38,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.out_dir = "benchmarks/results/rl"
   c.prefix = "momo_dqn"
   c.measure_steps = 500
-  frames = 1_200 if small else 36_000
+  frames = 1_200 if small else 20_000
   steps_per_call = 25 if small else 250
   num_steps = frames // 4
   c.base = ml_collections.ConfigDict({
       "env": {"name": "breakout"},
       "num_steps": num_steps, "steps_per_call": steps_per_call,
-      "log_every": steps_per_call, "eval_every": num_steps, "checkpoint_every": 6 * steps_per_call,
+      "log_every": steps_per_call, "eval_every": num_steps, "checkpoint_every": 5 * steps_per_call,
       "dqn": {**scaled_dqn(frames), "eval_envs": 8, "eval_steps": 200 if small else 2000},
       "network": {"head": "softmoe", "tokenizer": "per_patch", "patch_size": (3, 3), "embedding_size": 32,
                   "num_experts": 4, "expert_hidden": 16 if small else 128},
