@@ -38,7 +38,7 @@ def test_every_cell_builds_a_trainer_config(module, arg):
     assert c.dqn.target_update_period == 1000 and c.dqn.gamma == 0.99 and c.batch_size == 32
     assert c.dqn.epsilon_decay_frames == scaled_dqn(frames)["epsilon_decay_frames"]
     assert c.dqn.replay_capacity >= frames
-    assert c.num_steps % c.steps_per_call == 0 and c.num_steps % c.checkpoint_every == 0
+    assert c.num_steps % c.steps_per_call == 0 and c.checkpoint_every % c.steps_per_call == 0
   if module is rl_expert_scaling and arg is None:
     assert params_by_cell["dense_x8"] > 7 * params_by_cell["dense"]
     assert params_by_cell["softmoe_8"] > params_by_cell["softmoe_1"]
