@@ -1,0 +1,311 @@
+r"""DQN studies on MinAtar through the trainer: expert scaling (issue 9) and MoMo in deep RL (issue 11).
+
+Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024;
+Schaipp et al., "MoMo: Momentum Models for Adaptive Learning Rates", ICML 2024. The study config
+(``configs/rl_expert_scaling.py`` or ``configs/rl_momo_dqn.py``) lists cells; each cell is
+``configs/dqn_minatar.py`` + ``base`` + the cell's ``set``, its seeds (and, for the MoMo study, its
+learning rates) vmapped as runs of one program, trained by ``jaxlab.train.trainer.train`` in
+``<workdir>/<cell>``. A finished cell's record goes to ``<out_dir>/<prefix>.json`` and is skipped
+on rerun; a killed cell resumes from its checkpoint. Then a table (``<prefix>.md``) and a plot
+(``<prefix>.png``).
+
+  nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py --measure
+  nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py
+  nice -n 10 python benchmarks/rl_study.py --config=configs/rl_momo_dqn.py
+  python benchmarks/rl_study.py --config=configs/rl_momo_dqn.py --report_only
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+from absl import app, flags, logging
+import ml_collections
+from ml_collections import config_flags
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from configs.rl_expert_scaling import cell_config, run_labels  # noqa: E402
+from jaxlab.train.metrics_writer import read_metrics  # noqa: E402
+from jaxlab.train.trainer import train  # noqa: E402
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/rl_expert_scaling.py", "study config")
+_REPORT_ONLY = flags.DEFINE_bool("report_only", False, "only rebuild the table and plot from the JSON")
+_MEASURE = flags.DEFINE_bool("measure", False, "time every cell (frames/s of all its runs), then stop")
+_CELLS = flags.DEFINE_list("cells", None, "run only these cells (default: all, in order)")
+
+
+def _runs(study: Any) -> int:
+  return len(run_labels(study))
+
+
+# ---------------------------------------------------------------- measure
+
+def measure(study: Any, out: str) -> None:
+  """Frames/s of every cell (all its vmapped runs together), from the trainer's own timer.
+
+  ``measure_steps`` updates in calls of ``steps_per_call``; the trainer excludes the first
+  (compiling) call, so the rate is that of the later calls.
+  """
+  rows = []
+  for name in (_CELLS.value or list(study.order)):
+    c = cell_config(study, name)
+    c.num_steps = study.measure_steps
+    c.log_every = c.eval_every = c.checkpoint_every = study.measure_steps
+    c.dqn.eval_steps = 0
+    t0 = time.perf_counter()
+    s = train(c, tempfile.mkdtemp(prefix="rlstudy_measure_"), progress=False).summary
+    runs = s["runs"]
+    row = {"cell": name, "runs": runs, "parameters": s["parameters"], "updates": study.measure_steps,
+           "steps_per_sec": s["steps_per_sec"], "frames_per_sec_all_runs": s["frames_per_sec"] * runs,
+           "wall_s_incl_compile": time.perf_counter() - t0, "load_average": os.getloadavg()[0]}
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+  with open(os.path.join(out, f"{study.prefix}_speed.json"), "w") as f:
+    json.dump(rows, f, indent=1)
+
+
+# ---------------------------------------------------------------- cells
+
+def _per_run(value: Any, runs: int) -> list[float]:
+  v = np.asarray(value, np.float64).reshape(-1)
+  return [float(x) for x in (v if v.size == runs else np.repeat(v, runs))]
+
+
+def run_cell(study: Any, name: str) -> dict[str, Any]:
+  """Trains one cell (all its runs in one program); returns its record for the JSON."""
+  c = cell_config(study, name)
+  workdir = os.path.join(study.workdir, name)
+  t0 = time.perf_counter()
+  summary = train(c, workdir, progress=False).summary
+  wall = time.perf_counter() - t0
+  runs = summary["runs"]
+  rows = read_metrics(workdir)
+  curve = [r for r in rows if "episode_return" in r]
+  frames_per_update = c.dqn.update_period * c.env.num_envs
+  lb = [r for r in rows if "opt/lb" in r]
+  return {
+      "cell": name, "what": study.cells[name].what, "runs": run_labels(study),
+      "network": c.network.to_dict(), "optimizer": c.optimizer.to_dict(), "env": c.env.name,
+      "frames": c.num_steps * frames_per_update, "dqn": c.dqn.to_dict(),
+      "parameters": summary["parameters"],
+      "frames_per_sec_all_runs": float(np.mean(summary["frames_per_sec"])) * runs,
+      "wall_time_s": wall,
+      # Greedy-ish evaluation (eval_epsilon, eval_envs x eval_steps) after the last update.
+      "eval_return": _per_run(summary["eval_return"], runs),
+      "eval_episodes": _per_run(summary["eval_episodes"], runs),
+      # Mean return of the last 100 completed training episodes (epsilon-greedy), over time.
+      "curve_frames": [r["step"] * frames_per_update for r in curve],
+      "curve_return": [_per_run(r["episode_return"], runs) for r in curve],
+      "final_train_return": _per_run(curve[-1]["episode_return"], runs),
+      "final_loss": _per_run(summary["final_loss"], runs),
+      "nonfinite_skipped": _per_run(summary["nonfinite_skipped"], runs),
+      "final_lb": _per_run(lb[-1]["opt/lb"], runs) if lb else None,
+      "final_step_size": _per_run(lb[-1]["opt/step_size"], runs) if lb and "opt/step_size" in lb[-1] else None,
+      "loss_curve": [_per_run(r["loss"], runs) for r in rows if "loss" in r],
+      "load_average": os.getloadavg()[0],
+  }
+
+
+# ---------------------------------------------------------------- report
+
+def _fmt(values: list[float] | None, digits: int = 2) -> str:
+  if not values:
+    return "-"
+  v = np.asarray(values, np.float64)
+  if np.all(np.isnan(v)):
+    return "nan"
+  return f"{np.nanmean(v):.{digits}f} ± {np.nanstd(v):.{digits}f}"
+
+
+def stratified_bootstrap_ci(scores: np.ndarray, reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+  """IQM of ``scores`` [runs, games] and its 95% percentile CI from a stratified bootstrap.
+
+  As ``rliable.library.get_interval_estimates`` (Agarwal et al., NeurIPS 2021): resample runs
+  with replacement within each game, IQM of each resample (``rliable.metrics.aggregate_iqm``),
+  2.5/97.5 percentiles. Written out because ``rliable.library`` does not import with the pinned
+  arch 7.2.0 + pandas 3.1.1 (``deprecate_kwarg() missing 1 required positional argument``).
+  """
+  from rliable import metrics  # noqa: PLC0415  (rliable.metrics does not need arch)
+  rng = np.random.default_rng(seed)
+  runs, games = scores.shape
+  stats = np.empty(reps)
+  for i in range(reps):
+    idx = rng.integers(0, runs, size=(runs, games))
+    stats[i] = metrics.aggregate_iqm(np.take_along_axis(scores, idx, axis=0))
+  lo, hi = np.percentile(stats, [2.5, 97.5])
+  return float(metrics.aggregate_iqm(scores)), float(lo), float(hi)
+
+
+def iqm_table(results: dict[str, Any], order: list[str], key: str) -> dict[str, dict[str, float]]:
+  """IQM of min-max normalised returns per cell, 95% stratified-bootstrap CIs.
+
+  Normalisation (one game): (R - min) / (max - min) with min/max over every run of every cell of
+  this study, so 0 = the worst run seen, 1 = the best.
+  """
+  names = [n for n in order if n in results]
+  allv = np.concatenate([np.asarray(results[n][key], np.float64) for n in names])
+  lo, hi = float(np.nanmin(allv)), float(np.nanmax(allv))
+  out = {}
+  for n in names:
+    scores = (np.nan_to_num(np.asarray(results[n][key], np.float64), nan=lo) - lo) / max(hi - lo, 1e-12)
+    point, ci_lo, ci_hi = stratified_bootstrap_ci(scores[:, None])  # [runs, games=1]
+    out[n] = {"iqm": point, "ci_low": ci_lo, "ci_high": ci_hi, "min": lo, "max": hi}
+  return out
+
+
+def report_scaling(study: Any, results: dict[str, Any], out: str) -> str:
+  import matplotlib  # noqa: PLC0415
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # noqa: PLC0415
+
+  order = [n for n in study.order if n in results]
+  iqm = iqm_table(results, order, "eval_return") if order else {}
+  iqm_train = iqm_table(results, order, "final_train_return") if order else {}
+  lines = [f"# Expert scaling, MinAtar {results[order[0]]['env'] if order else ''} (CPU budget)", "",
+           "eval return: mean over completed episodes of 8 envs x 2000 steps at epsilon 0.001 after the last "
+           "update; train return: mean of the last 100 completed training episodes. Mean ± std over seeds. "
+           "IQM: of min-max normalised eval returns (min/max over all runs of the study), 95% stratified "
+           "bootstrap CI (rliable.metrics.aggregate_iqm; bootstrap written out as rliable.library does, 2000 reps).", "",
+           "| cell | what | params | frames/seed | seeds | eval return | train return (last 100 ep) | "
+           "IQM [95% CI] (eval) | IQM [95% CI] (train) | frames/s all seeds | wall s |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+  total = 0.0
+  for name in study.order:
+    r = results.get(name)
+    if r is None:
+      lines.append(f"| {name} | {study.cells[name].what} | (not run) | | | | | | | | |")
+      continue
+    total += r["wall_time_s"]
+    q, qt = iqm[name], iqm_train[name]
+    lines.append(f"| {name} | {r['what']} | {r['parameters']:,} | {r['frames']:,} | {len(r['runs'])} | "
+                 f"{_fmt(r['eval_return'])} | {_fmt(r['final_train_return'])} | "
+                 f"{q['iqm']:.2f} [{q['ci_low']:.2f}, {q['ci_high']:.2f}] | "
+                 f"{qt['iqm']:.2f} [{qt['ci_low']:.2f}, {qt['ci_high']:.2f}] | "
+                 f"{r['frames_per_sec_all_runs']:.0f} | {r['wall_time_s']:.0f} |")
+  lines += ["", f"Compute: {total / 60:.1f} min wall for the cells (training, compilation, evaluation, checkpoints)."]
+  if order:
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for name in order:
+      r = results[name]
+      y = np.asarray(r["curve_return"], np.float64)  # [log points, runs]
+      x = np.asarray(r["curve_frames"])
+      m, s = np.nanmean(y, axis=1), np.nanstd(y, axis=1)
+      ax.plot(x, m, label=f"{name} ({r['parameters'] / 1e3:.0f}k)")
+      ax.fill_between(x, m - s, m + s, alpha=0.15)
+    ax.set(xlabel="frames (per seed)", ylabel="training return (last 100 episodes)",
+           title=f"MinAtar {results[order[0]]['env']}: learning curves (mean ± std over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    pos = np.arange(len(order))
+    for off, table, label in ((-0.18, iqm, "eval"), (0.18, iqm_train, "train (last 100 ep)")):
+      pts = np.array([table[n]["iqm"] for n in order])
+      err = np.array([[pts[i] - table[n]["ci_low"], table[n]["ci_high"] - pts[i]] for i, n in enumerate(order)]).T
+      bx.errorbar(pos + off, pts, yerr=err, fmt="o", capsize=3, label=label)
+    bx.set_xticks(pos, order, rotation=30, fontsize=8)
+    bx.set(ylabel="IQM of min-max normalised return", title="IQM, 95% stratified-bootstrap CI")
+    bx.grid(alpha=0.3)
+    bx.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, f"{study.prefix}.png"), dpi=90)
+    plt.close(fig)
+  with open(os.path.join(out, f"{study.prefix}_iqm.json"), "w") as f:
+    json.dump({"eval": iqm, "train": iqm_train}, f, indent=1)
+  return "\n".join(lines) + "\n"
+
+
+def _by_lr(r: dict[str, Any], key: str) -> dict[float, list[float]]:
+  out: dict[float, list[float]] = {}
+  for label, v in zip(r["runs"], r[key] or []):
+    out.setdefault(label["lr"], []).append(v)
+  return out
+
+
+def report_lr_sweep(study: Any, results: dict[str, Any], out: str) -> str:
+  import matplotlib  # noqa: PLC0415
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # noqa: PLC0415
+
+  order = [n for n in study.order if n in results]
+  lines = ["# MoMo-Adam vs Adam in DQN (MinAtar, CPU budget)", "",
+           "Per (optimizer, lr): mean ± std over seeds. eval: 8 envs x 2000 steps at epsilon 0.001 after the "
+           "last update; train: mean of the last 100 training episodes; loss: mean TD loss of the last logged "
+           "call; lb: MoMo's lower bound at the end (0 unless MoMo*); tau: MoMo's last adaptive step "
+           "(min(lr, Polyak step)).", "",
+           "| optimizer | lr | eval return | train return | final TD loss | lb | tau | non-finite skipped |",
+           "|---|---|---|---|---|---|---|---|"]
+  total = 0.0
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+  for name in study.order:
+    r = results.get(name)
+    if r is None:
+      lines.append(f"| {name} | (not run) | | | | | | |")
+      continue
+    total += r["wall_time_s"]
+    ev, tr = _by_lr(r, "eval_return"), _by_lr(r, "final_train_return")
+    loss = _by_lr(r, "final_loss")
+    lb = _by_lr(r, "final_lb") if r.get("final_lb") else {}
+    tau = _by_lr(r, "final_step_size") if r.get("final_step_size") else {}
+    skipped = _by_lr(r, "nonfinite_skipped")
+    for lr in ev:
+      lines.append(f"| {name} | {lr:.0e} | {_fmt(ev[lr])} | {_fmt(tr[lr])} | {_fmt(loss[lr], 4)} | "
+                   f"{_fmt(lb.get(lr), 4)} | {_fmt(tau.get(lr), 6)} | {int(np.sum(skipped[lr]))} |")
+    lrs = sorted(ev)
+    for ax, table in zip(axes, (ev, tr)):
+      m = [np.nanmean(table[lr]) for lr in lrs]
+      s = [np.nanstd(table[lr]) for lr in lrs]
+      ax.errorbar(lrs, m, yerr=s, marker="o", capsize=3, label=study.cells[name].what)
+  for ax, t in zip(axes, ("eval return (epsilon 0.001)", "training return (last 100 episodes)")):
+    ax.set(xscale="log", xlabel="learning rate", ylabel=t)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+  if order:
+    r0 = results[order[0]]
+    fig.suptitle(f"MinAtar {r0['env']}, {r0['frames']:,} frames, {study.seeds} seeds per lr, "
+                 f"Soft-MoE {r0['network']['num_experts']} experts ({r0['parameters']:,} params)", fontsize=9)
+  fig.tight_layout()
+  fig.savefig(os.path.join(out, f"{study.prefix}.png"), dpi=90)
+  plt.close(fig)
+  lines += ["", f"Compute: {total / 60:.1f} min wall for the cells (training, compilation, evaluation, checkpoints)."]
+  return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- main
+
+def main(argv: list[str]) -> None:
+  del argv
+  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  study = _CONFIG.value
+  out = study.out_dir
+  os.makedirs(out, exist_ok=True)
+  if _MEASURE.value:
+    measure(study, out)
+    return
+  path = os.path.join(out, f"{study.prefix}.json")
+  results = json.load(open(path)) if os.path.exists(path) else {}
+  if not _REPORT_ONLY.value:
+    for name in (_CELLS.value or list(study.order)):
+      if name in results:
+        print(f"{name}: done, skipped", flush=True)
+        continue
+      results[name] = run_cell(study, name)
+      with open(path, "w") as f:
+        json.dump(results, f, indent=1)
+      r = results[name]
+      print(f"{name}: {r['wall_time_s']:.0f} s, eval {_fmt(r['eval_return'])}, "
+            f"train {_fmt(r['final_train_return'])}", flush=True)
+  text = (report_scaling if study.kind == "scaling" else report_lr_sweep)(study, results, out)
+  with open(os.path.join(out, f"{study.prefix}.md"), "w") as f:
+    f.write(text)
+  print(text)
+
+
+if __name__ == "__main__":
+  app.run(main)
