@@ -126,22 +126,13 @@ def _fmt(values: list[float] | None, digits: int = 2) -> str:
 
 
 def stratified_bootstrap_ci(scores: np.ndarray, reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-  """IQM of ``scores`` [runs, games] and its 95% percentile CI from a stratified bootstrap.
-
-  As ``rliable.library.get_interval_estimates`` (Agarwal et al., NeurIPS 2021): resample runs
-  with replacement within each game, IQM of each resample (``rliable.metrics.aggregate_iqm``),
-  2.5/97.5 percentiles. Written out because ``rliable.library`` does not import with the pinned
-  arch 7.2.0 + pandas 3.1.1 (``deprecate_kwarg() missing 1 required positional argument``).
-  """
-  from rliable import metrics  # noqa: PLC0415  (rliable.metrics does not need arch)
-  rng = np.random.default_rng(seed)
-  runs, games = scores.shape
-  stats = np.empty(reps)
-  for i in range(reps):
-    idx = rng.integers(0, runs, size=(runs, games))
-    stats[i] = metrics.aggregate_iqm(np.take_along_axis(scores, idx, axis=0))
-  lo, hi = np.percentile(stats, [2.5, 97.5])
-  return float(metrics.aggregate_iqm(scores)), float(lo), float(hi)
+  """IQM of ``scores`` [runs, games] and its 95% stratified-bootstrap CI (rliable; Agarwal et al.,
+  NeurIPS 2021: runs resampled with replacement within each game, percentile interval)."""
+  from rliable import library, metrics  # noqa: PLC0415
+  aggregate = lambda x: np.array([metrics.aggregate_iqm(x)])  # noqa: E731
+  np.random.seed(seed)  # rliable's bootstrap draws from numpy's global generator
+  point, interval = library.get_interval_estimates({"cell": scores}, aggregate, reps=reps)
+  return float(point["cell"][0]), float(interval["cell"][0, 0]), float(interval["cell"][1, 0])
 
 
 def iqm_table(results: dict[str, Any], order: list[str], key: str) -> dict[str, dict[str, float]]:
@@ -173,7 +164,7 @@ def report_scaling(study: Any, results: dict[str, Any], out: str) -> str:
            "eval return: mean over completed episodes of 8 envs x 2000 steps at epsilon 0.001 after the last "
            "update; train return: mean of the last 100 completed training episodes. Mean ± std over seeds. "
            "IQM: of min-max normalised eval returns (min/max over all runs of the study), 95% stratified "
-           "bootstrap CI (rliable.metrics.aggregate_iqm; bootstrap written out as rliable.library does, 2000 reps).", "",
+           "bootstrap CI (rliable.library.get_interval_estimates with rliable.metrics.aggregate_iqm, 2000 reps).", "",
            "| cell | what | params | frames/seed | seeds | eval return | train return (last 100 ep) | "
            "IQM [95% CI] (eval) | IQM [95% CI] (train) | frames/s all seeds | wall s |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
