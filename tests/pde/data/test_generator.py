@@ -27,8 +27,11 @@ def test_same_seed_same_data_other_seed_other_data(base):
 
 
 def test_data_do_not_depend_on_chunking_or_count(base):
-  np.testing.assert_array_equal(generate(_spec(3), chunk_size=2, progress=False), base)
-  np.testing.assert_array_equal(generate(_spec(2), chunk_size=2, progress=False), base[:2])
+  # Each trajectory's initial condition comes from its own key, so chunking changes nothing but
+  # the solver's batch size; XLA may fuse a batch of 2 and of 3 differently (jax 0.12: a few
+  # elements differ in the last float32 bit), hence 1-ulp tolerance rather than bit equality.
+  np.testing.assert_allclose(generate(_spec(3), chunk_size=2, progress=False), base, rtol=1e-6, atol=1e-7)
+  np.testing.assert_allclose(generate(_spec(2), chunk_size=2, progress=False), base[:2], rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("family, extra", [
