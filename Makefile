@@ -37,7 +37,7 @@ $(VENV_LATEST)/.jaxlab-installed: setup.cfg pyproject.toml
 	# gymnax 1.0.1 declares jax<0.12 and would pull jax back to 0.11; its code runs on jax 0.12
 	# (tests/rl pass), so the rl extra goes in without moving jax.
 	$(VENV_LATEST)/bin/python -m pip install -q --upgrade --no-deps gymnax
-	$(VENV_LATEST)/bin/python -m pip install -q --upgrade "gymnasium>=1.1,<1.4" seaborn six flashbax rliable
+	$(VENV_LATEST)/bin/python -m pip install -q --upgrade "gymnasium>=1.1,<1.4" seaborn six flashbax rliable "pandas<3"
 	touch $@
 
 test-latest: $(VENV_LATEST)/.jaxlab-installed
