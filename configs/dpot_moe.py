@@ -21,7 +21,7 @@ with the dense MLP: the two differ only in ``model.mlp`` and the sharding rules 
 
 import ml_collections
 
-from configs import dpot_pde
+from jaxlab.config_files import load_config
 from jaxlab.pde.sharding import dpot_layout_rules
 
 ARGS = (None, "", "dense", "tiny", "dense_tiny")
@@ -43,7 +43,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if arg not in ARGS:
     raise ValueError(f"configs/dpot_moe.py takes one of {ARGS[1:]}, got {arg!r}")
   tiny = arg in ("tiny", "dense_tiny")
-  c = dpot_pde.get_config("tiny" if tiny else None)
+  c = load_config("dpot_pde:tiny" if tiny else "dpot_pde")  # by name: works from any directory
   c.name = "dpot_moe"
   c.mesh = (("data", -1), ("model", 1), ("expert", 1))
   c.model.num_experts = NUM_EXPERTS

@@ -24,7 +24,7 @@ from typing import Any
 
 import ml_collections
 
-from configs import dqn_minatar
+from jaxlab.config_files import load_config
 
 _DOPAMINE_FRAMES = 1_000_000  # configs/dqn_minatar.py's run length, to which decay/warm-up refer
 
@@ -95,7 +95,7 @@ def _merge(config: ml_collections.ConfigDict, settings: Any) -> None:
 def cell_config(study: Any, name: str) -> ml_collections.ConfigDict:
   """The trainer config of a study's cell: dqn_minatar + ``study.base`` + the cell's ``set``, with
   ``study.seeds`` vmapped seeds (and ``study.lrs`` as a vmapped learning-rate sweep, if set)."""
-  c = dqn_minatar.get_config()
+  c = load_config("dqn_minatar")
   _merge(c, study.base)
   _merge(c, study.cells[name].set)
   c.name = f"{study.name}/{name}"

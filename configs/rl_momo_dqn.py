@@ -21,7 +21,9 @@ eps 3.125e-4 and betas (0.9, 0.999). Frames, epsilon decay and warm-up as in
 
 import ml_collections
 
-from configs.rl_expert_scaling import scaled_dqn
+from jaxlab.config_files import load_config_module
+
+scaled_dqn = load_config_module("rl_expert_scaling").scaled_dqn
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

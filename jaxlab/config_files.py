@@ -67,6 +67,12 @@ def _module(path: str) -> Any:
   return module
 
 
+def load_config_module(name: str) -> Any:
+  """The Python module of config ``name`` (e.g. to reuse a helper of one config in another),
+  found like :func:`load_config` finds it, so it works from any working directory."""
+  return _module(resolve_config_path(name)[0])
+
+
 def load_config(spec: str) -> ml_collections.ConfigDict:
   """The ConfigDict of ``spec`` (``"digits_mlp:tiny"``, ``"configs/x.py"``, ...)."""
   path, arg = resolve_config_path(spec)
