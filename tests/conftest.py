@@ -21,3 +21,9 @@ import pytest  # noqa: E402
 @pytest.fixture
 def rng() -> jax.Array:
   return jax.random.key(0)
+
+
+if os.environ.get("JAXLAB_TOLERANCE_LOG"):  # the tolerance audit (tests/tolerance_log.py)
+  from tests.tolerance_log import install  # noqa: E402
+
+  install(os.environ["JAXLAB_TOLERANCE_LOG"])

@@ -3,7 +3,6 @@ gradients as one device (8 virtual CPU devices, sharding from jaxlab.train.shard
 
 from __future__ import annotations
 
-import chex
 import jax
 import jax.numpy as jnp
 import pytest
@@ -12,6 +11,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from jaxlab.moe import EXPERT_PARALLEL_RULES, SoftMoE, Top1MoE
 from jaxlab.train.mesh import make_mesh
 from jaxlab.train.sharding import tree_shardings
+from tests.moe.conftest import soft_moe_tol, top1_moe_tol
+from tests.tolerances import assert_close_to_scale
 
 _RULES = ((r"router/phi", (None, "expert")),) + EXPERT_PARALLEL_RULES
 
@@ -43,4 +44,9 @@ def test_sharded_layer_and_gradients_equal_unsharded(module, axes, rng):
   got = sharded(jax.device_put(variables, shardings), jax.device_put(x, x_sharding))
   local = got[1][0]["params"]["experts"]["w1"].addressable_shards[0].data.shape
   assert local[0] == 8 // dict(zip(names, sizes))["expert"]  # each device holds its experts only
-  chex.assert_trees_all_close(got, want, rtol=1e-5, atol=1e-6)
+  # The same layer, value and gradients summed in another order: within twice the layer's rounding
+  # bound for the value, four times for the gradients (the backward pass rounds as often again).
+  p = variables["params"]
+  tol = soft_moe_tol(p, x) if "phi" in p["router"] else top1_moe_tol(p, x)
+  assert_close_to_scale(got[0], want[0], 2 * tol)
+  assert_close_to_scale(got[1], want[1], 4 * tol)

@@ -11,6 +11,11 @@ import pytest
 
 from jaxlab.moe import SoftMoE, Top1MoE, haiku_modules, soft_moe, top1_moe
 from jaxlab.train.sharding import path_name
+from tests.moe.conftest import soft_moe_tol, top1_moe_tol
+from tests.tolerances import assert_close_to_scale
+
+# A thin wrapper traces the same operations; its program may still be fused differently, so the
+# two agree to the layer's rounding bound (bit equality is not XLA's promise across programs).
 
 
 @pytest.fixture
@@ -30,7 +35,7 @@ def test_flax_soft_moe_is_the_pure_function(tokens):
   chex.assert_shape(variables["params"]["router"]["phi"], (6, 4, 3))  # p = ceil(10 / 4)
   y, stats = jax.jit(module.apply)(variables, tokens)
   y_ref, stats_ref = jax.jit(soft_moe)(variables["params"], tokens)
-  chex.assert_trees_all_close((y, stats), (y_ref, stats_ref))
+  assert_close_to_scale((y, stats), (y_ref, stats_ref), 2 * soft_moe_tol(variables["params"], tokens))
 
 
 def test_flax_normalized_soft_moe_has_a_scale_and_num_slots_override(tokens):
@@ -47,7 +52,7 @@ def test_haiku_soft_moe_is_the_pure_function(tokens):
                             "soft_moe/experts/w2", "soft_moe/router/phi"]
   y, _ = jax.jit(fn.apply)(params, None, tokens)
   pure = {"router": params["soft_moe/router"], "experts": params["soft_moe/experts"]}
-  np.testing.assert_allclose(y, jax.jit(soft_moe)(pure, tokens)[0], rtol=1e-6)
+  assert_close_to_scale(y, jax.jit(soft_moe)(pure, tokens)[0], 2 * soft_moe_tol(pure, tokens))
 
 
 def test_flax_and_haiku_top1_are_the_pure_function(tokens):
@@ -55,9 +60,10 @@ def test_flax_and_haiku_top1_are_the_pure_function(tokens):
   variables = module.init(jax.random.key(1), tokens)
   assert "params/router/kernel" in _paths(variables)
   y, aux = jax.jit(module.apply)(variables, tokens)
-  chex.assert_trees_all_close((y, aux), jax.jit(top1_moe)(variables["params"], tokens))
+  assert_close_to_scale((y, aux), jax.jit(top1_moe)(variables["params"], tokens),
+                        2 * top1_moe_tol(variables["params"], tokens))
   fn = hk.transform(lambda x: haiku_modules.Top1MoE(num_experts=3, expert_hidden=5)(x))
   params = fn.init(jax.random.key(1), tokens)
   pure = {"router": params["top1_moe/router"], "experts": params["top1_moe/experts"]}
-  chex.assert_trees_all_close(jax.jit(fn.apply)(params, None, tokens),
-                              jax.jit(top1_moe)(pure, tokens))
+  assert_close_to_scale(jax.jit(fn.apply)(params, None, tokens), jax.jit(top1_moe)(pure, tokens),
+                        2 * top1_moe_tol(pure, tokens))

@@ -10,7 +10,8 @@ import pytest
 
 from jaxlab.errors import InputError
 from jaxlab.moe import init_soft_moe, num_slots, soft_moe, soft_moe_einsum, soft_moe_stats
-from tests.moe.conftest import numpy_soft_moe
+from tests.moe.conftest import numpy_soft_moe, soft_moe_tol
+from tests.tolerances import assert_close_to_scale, ops_rtol
 
 
 @pytest.mark.parametrize("single_exponential", [False, True])
@@ -18,16 +19,15 @@ def test_matches_float64_equations(soft_setup, single_exponential):
   params, x = soft_setup
   y, _ = jax.jit(lambda p, x: soft_moe(p, x, single_exponential=single_exponential))(params, x)
   chex.assert_shape(y, x.shape)
-  np.testing.assert_allclose(y, numpy_soft_moe(params, x), rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(jax.jit(soft_moe_einsum)(params, x), numpy_soft_moe(params, x),
-                             rtol=1e-5, atol=1e-6)
+  assert_close_to_scale(y, numpy_soft_moe(params, x), soft_moe_tol(params, x))
+  assert_close_to_scale(jax.jit(soft_moe_einsum)(params, x), numpy_soft_moe(params, x), soft_moe_tol(params, x))
 
 
 def test_normalized_routing_matches_equations(soft_setup):
   params, x = soft_setup
   params = dict(params, router=dict(params["router"], scale=jnp.asarray(3.0)))
   y, _ = jax.jit(lambda p, x: soft_moe(p, x, normalize=True))(params, x)
-  np.testing.assert_allclose(y, numpy_soft_moe(params, x, normalize=True), rtol=1e-5, atol=1e-6)
+  assert_close_to_scale(y, numpy_soft_moe(params, x, normalize=True), soft_moe_tol(params, x, normalize=True))
 
 
 @pytest.mark.parametrize("single_exponential", [False, True])
@@ -42,7 +42,8 @@ def test_kernel_gradients_equal_autodiff_of_einsum(soft_setup, single_exponentia
   slow = lambda p, x: jnp.sum(soft_moe_einsum(p, x, normalize=normalize) * cot)
   g_fast = jax.jit(jax.grad(fast, argnums=(0, 1)))(params, x)
   g_slow = jax.jit(jax.grad(slow, argnums=(0, 1)))(params, x)
-  chex.assert_trees_all_close(g_fast, g_slow, rtol=2e-4, atol=2e-5)
+  # Two float32 routes; the backward pass rounds about as often again as the forward.
+  assert_close_to_scale(g_fast, g_slow, 4 * soft_moe_tol(params, x, normalize))
 
 
 def test_gradients_match_finite_differences_in_float64(soft_setup):
@@ -72,7 +73,7 @@ def test_wide_logit_range_stays_exact_by_default(soft_setup):
   ref = numpy_soft_moe(params, x)
   assert np.ptp(np.einsum("md,dnp->mnp", x[0], params["router"]["phi"])) > 150
   y, _ = jax.jit(soft_moe)(params, x)
-  np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+  assert_close_to_scale(y, ref, soft_moe_tol(params, x))
   g = jax.jit(jax.grad(lambda p: jnp.sum(soft_moe(p, x)[0])))(params)
   assert all(bool(jnp.all(jnp.isfinite(a))) for a in jax.tree.leaves(g))
 
@@ -83,13 +84,14 @@ def test_stats_are_in_range_and_uniform_routing_is_maximal(soft_setup):
   for k in ("dispatch_entropy", "combine_entropy", "dispatch_max", "combine_max"):
     assert 0.0 <= float(stats[k]) <= 1.0 + 1e-6, (k, stats[k])
   chex.assert_shape(stats["expert_load"], (4,))
-  np.testing.assert_allclose(jnp.sum(stats["expert_load"]), 1.0, rtol=1e-6)
+  # Sums and means over the 3 x 10 tokens and 12 slots: ~50 roundings; entropies add a log each.
+  np.testing.assert_allclose(jnp.sum(stats["expert_load"]), 1.0, rtol=ops_rtol(50))
   uniform = jax.jit(soft_moe_stats)(jnp.zeros((2, 10, 4, 3)))
-  np.testing.assert_allclose(uniform["dispatch_entropy"], 1.0, rtol=1e-5)
-  np.testing.assert_allclose(uniform["combine_entropy"], 1.0, rtol=1e-5)
-  np.testing.assert_allclose(uniform["expert_load"], 0.25, rtol=1e-6)
+  np.testing.assert_allclose(uniform["dispatch_entropy"], 1.0, rtol=ops_rtol(100))
+  np.testing.assert_allclose(uniform["combine_entropy"], 1.0, rtol=ops_rtol(100))
+  np.testing.assert_allclose(uniform["expert_load"], 0.25, rtol=ops_rtol(50))
   peaked = jax.jit(soft_moe_stats)(jnp.zeros((1, 10, 4, 3)).at[:, :, 1, 0].set(1e4))
-  np.testing.assert_allclose(peaked["combine_max"], 1.0, rtol=1e-6)
+  np.testing.assert_allclose(peaked["combine_max"], 1.0, rtol=ops_rtol(50))
   np.testing.assert_allclose(peaked["expert_load"], [0, 1, 0, 0], atol=1e-6)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from jaxlab.errors import InputError
 from jaxlab.optim import optimizer_from_config, set_hyperparams
+from tests.tolerances import ops_rtol
 
 
 def _cfg(**kw):
@@ -34,7 +35,8 @@ def test_schedule_goes_to_the_learning_rate():
   for _ in range(4):
     u, state = opt.update({"w": jnp.ones(())}, state, params)
   np.testing.assert_allclose(u0["w"], -1.0)
-  np.testing.assert_allclose(u["w"], -optax.cosine_decay_schedule(1.0, 10)(4), rtol=1e-6)
+  # The same schedule evaluated in two programs: a cosine and a few products.
+  np.testing.assert_allclose(u["w"], -optax.cosine_decay_schedule(1.0, 10)(4), rtol=ops_rtol(8))
 
 
 def test_schedule_on_an_optimizer_whose_rate_takes_none_is_refused():
@@ -59,7 +61,7 @@ def test_weight_decay_mask_spares_biases_and_norm_scales(name):
                                    weight_decay_mask="no_bias_norm"), 10)
   updates = _one_update(opt)
   assert float(jnp.abs(updates["dense"]["kernel"]).max()) > 0  # decayed
-  np.testing.assert_array_equal(updates["dense"]["bias"], 0.0)  # zero grads, no decay
+  np.testing.assert_array_equal(updates["dense"]["bias"], 0.0)  # zero grads, no decay: exactly 0
   np.testing.assert_array_equal(updates["norm"]["scale"], 0.0)
 
 

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.ot_clip import gromov, plans
+from tests.tolerances import log_domain_atol, ops_rtol, top2_margin
 
 
 def _problem(rng, n=5, m=4, dtype=jnp.float32):
@@ -20,15 +21,16 @@ def test_linearization_is_the_gradient_of_the_square_loss_gw_term(rng):
   sx, sy, plan = np.asarray(fx @ fx.T), np.asarray(fy @ fy.T), np.asarray(plan)
   # ref[i, j] = sum_kl (sx[i, k] - sy[j, l])^2 plan[k, l], written out as the 4-index sum.
   ref = np.einsum("ijkl,kl->ij", (sx[:, None, :, None] - sy[None, :, None, :]) ** 2, plan)
-  np.testing.assert_allclose(gromov.gw_linearization(plan, fx, fy), ref, rtol=1e-5)
+  # Positive terms: 3-term dots for S, a square, a 20-term sum against the plan (twice that backwards).
+  np.testing.assert_allclose(gromov.gw_linearization(plan, fx, fy), ref, rtol=ops_rtol(3 + 4 + 20))
   energy = lambda p: 0.5 * jnp.sum(p * gromov.gw_linearization(p, fx, fy))
-  np.testing.assert_allclose(jax.grad(energy)(jnp.asarray(plan)), ref, rtol=1e-4)
+  np.testing.assert_allclose(jax.grad(energy)(jnp.asarray(plan)), ref, rtol=ops_rtol(2 * (3 + 4 + 20)))
 
 
 def test_alpha_zero_is_entropic_ot(rng):
   cost, fx, fy = _problem(rng)
   np.testing.assert_allclose(gromov.fgw_log_plan(cost, fx, fy, 0.1, alpha=0.0, num_outer=2),
-                             plans.sinkhorn_log_plan(cost, 0.1), atol=1e-5)
+                             plans.sinkhorn_log_plan(cost, 0.1), atol=2 * log_domain_atol(1 / 0.1, 2 * 2 * 5 + 2))
 
 
 def test_structure_term_matches_isomorphic_graphs():
@@ -43,6 +45,7 @@ def test_structure_term_matches_isomorphic_graphs():
   log_p = solve(fx, fy)
   # Node perm[j] of x corresponds to node j of y.
   match = np.asarray(jnp.argmax(log_p, axis=1))
+  assert top2_margin(log_p) > 1.0  # far above rounding: the argmax is a property of the data
   np.testing.assert_array_equal(match[perm], np.arange(6))
 
 

@@ -14,6 +14,11 @@ DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "dpot"
 NAMES = ("tiny_a", "tiny_b", "tiny_c")
 REL_TOL = 1e-5
 
+# Rounded operations per parameter in one train step of the tests' small DPOTs: the patch
+# embedding's and MLPs' dots (widths up to a few hundred), the 2-D FFTs of the latent grid (bounded
+# as direct DFTs, n terms for n points), the gradient's sums over batch x patches, the optimizer.
+DPOT_STEP_OPS = 1000
+
 
 def load(name: str) -> dict[str, Any]:
   """{"config", "state_dict", "x", "output", "logits", "acts", "y", "loss", "grads"}."""

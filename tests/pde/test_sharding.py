@@ -17,7 +17,9 @@ from jaxlab.pde.sharding import dpot_state_shardings
 from jaxlab.pde.sizes import make_dpot
 from jaxlab.train import TrainState, make_mesh, make_train_step
 
-from .fixtures import load
+from tests.tolerances import ops_rtol, steps_tol
+
+from .fixtures import DPOT_STEP_OPS, load
 
 
 def _adam():
@@ -79,7 +81,9 @@ def test_sharded_tiny_step_equals_single_device_step():
   sharded = make_train_step(loss_fn, opt, state_sharding=shardings, batch_sharding=data)
   new_state, metrics = sharded(state, jax.device_put(batch, data))
   assert new_state.params["blocks_0"]["mlp"]["fc1"]["kernel"].sharding.spec == P(None, "model")
-  np.testing.assert_allclose(metrics["loss"], ref_metrics["loss"], rtol=1e-5)
-  np.testing.assert_allclose(metrics["grad_norm"], ref_metrics["grad_norm"], rtol=1e-5)
-  # Adam's first step is lr * g / (|g| + eps): near-zero gradients make single entries sensitive
-  chex.assert_trees_all_close(new_state.params, ref_state.params, rtol=1e-4, atol=1e-5)
+  # The mesh splits the batch and the MLPs' contractions: the same step, summed in another order.
+  np.testing.assert_allclose(metrics["loss"], ref_metrics["loss"], rtol=ops_rtol(DPOT_STEP_OPS))
+  np.testing.assert_allclose(metrics["grad_norm"], ref_metrics["grad_norm"], rtol=ops_rtol(DPOT_STEP_OPS))
+  # Adam's first step is lr * g / (|g| + eps) ~ lr * sign(g): rounding moves a parameter only where
+  # g (with the 1e-6 * p decay term) is within rounding of 0, which this fixed problem does not have.
+  chex.assert_trees_all_close(new_state.params, ref_state.params, **steps_tol(1, DPOT_STEP_OPS))

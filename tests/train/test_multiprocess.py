@@ -11,6 +11,7 @@ import pytest
 
 from configs import digits_mlp
 from jaxlab.train.trainer import train
+from tests.tolerances import steps_tol
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multiprocess_worker.py")
 
@@ -35,5 +36,8 @@ def test_two_processes_match_one_process(tmp_path, mesh):
   single = train(config, str(tmp_path / "single"), devices=jax.devices()[:1], progress=False)
   got = np.load(out)
   for path, leaf in jax.tree_util.tree_leaves_with_path(single.state.params):
-    np.testing.assert_allclose(got[jax.tree_util.keystr(path)], np.asarray(leaf), rtol=1e-5, atol=1e-6)
+    # Two processes sum the gradient over gloo in another order: the rounding of each Adam step
+    # (~150 operations per parameter, see tests/train/test_trainer_v2.py), carried on.
+    np.testing.assert_allclose(got[jax.tree_util.keystr(path)], np.asarray(leaf),
+                               **steps_tol(config.num_steps, 150))
   assert os.path.exists(tmp_path / "mp" / "metrics.jsonl")

@@ -11,6 +11,10 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jaxlab.errors import InputError
 from jaxlab.train import TrainState, batch_sharding, make_mesh, make_train_step, tree_shardings
+from tests.tolerances import ops_rtol
+
+# The linear problem's loss: 32 squared errors of 4-term dot products, their mean.
+LOSS_RTOL = ops_rtol(4 + 1 + 32)
 
 
 class _RecordValueState(NamedTuple):
@@ -52,8 +56,9 @@ def test_extra_args_optimizer_receives_value_and_state_scalars_become_metrics():
   state, batch = _state(opt), _linear_problem()
   loss0, _ = _linear_loss(state.params, batch, None, ())
   state, metrics = step(state, batch)
-  np.testing.assert_allclose(state.opt_state.step_size, loss0, rtol=1e-6)
-  np.testing.assert_allclose(metrics["opt/step_size"], loss0, rtol=1e-6)
+  # loss0 op by op, the step's inside its program: rounding apart.
+  np.testing.assert_allclose(state.opt_state.step_size, loss0, rtol=LOSS_RTOL)
+  np.testing.assert_allclose(metrics["opt/step_size"], loss0, rtol=LOSS_RTOL)
   assert float(metrics["opt/lb"]) == -1.0
   assert {"loss", "grad_norm", "nonfinite_skipped", "abs_err"} <= set(metrics)
 
@@ -92,6 +97,7 @@ def test_nonfinite_step_keeps_params_and_moments_but_advances_counters(guard):
   before = jax.tree.map(np.asarray, state)
   state, metrics = step(state, {**batch, "poison": np.array(True)})
   assert int(metrics["nonfinite_skipped"]) == 1 and int(state.step) == 2
+  # Bit equality is the guard's contract: a skipped step selects the old buffers unchanged.
   np.testing.assert_array_equal(before.params["w"], state.params["w"])
   np.testing.assert_array_equal(before.opt_state[0].mu["w"], state.opt_state[0].mu["w"])
   np.testing.assert_array_equal(before.opt_state[0].nu["w"], state.opt_state[0].nu["w"])
@@ -109,7 +115,7 @@ def test_schedule_stays_aligned_with_the_step_after_skips():
   assert int(metrics["nonfinite_skipped"]) == 3
   assert int(state.opt_state.count) == int(state.step) == 6
   # The last (unskipped) step used the rate for count 5, as a run without skips would.
-  np.testing.assert_allclose(metrics["opt/learning_rate"], schedule(5), rtol=1e-6)
+  np.testing.assert_allclose(metrics["opt/learning_rate"], schedule(5), rtol=ops_rtol(4))
 
 
 def test_select_guard_equals_cond_guard_over_a_run_with_skips():
@@ -122,7 +128,12 @@ def test_select_guard_equals_cond_guard_over_a_run_with_skips():
     for i in range(8):
       state, _ = step(state, {**batch, "poison": np.array(i % 3 == 1)})
     out[guard] = jax.tree.map(np.asarray, state)
-  jax.tree.map(np.testing.assert_array_equal, out["cond"], out["select"])
+  # Same arithmetic in two programs (a cond branch is compiled on its own, so XLA may fuse it
+  # differently): 8 Adam steps, each ~50 rounded operations per parameter, apart at most.
+  assert jax.tree.structure(out["cond"]) == jax.tree.structure(out["select"])
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=ops_rtol(8 * 50), atol=0.1 * ops_rtol(8 * 50)),
+               out["cond"], out["select"])
+  assert int(out["cond"].step) == int(out["select"].step) == 8
 
 
 def test_wrong_batch_shape_names_expected_and_got():
@@ -155,7 +166,7 @@ def test_td_loss_with_target_params_in_extra():
   for i in range(1, 7):
     state, _ = step(state, batch)
     if i % period == 0:
-      np.testing.assert_array_equal(state.extra["w"], state.params["w"])
+      np.testing.assert_array_equal(state.extra["w"], state.params["w"])  # a copy: bit-equal
     else:
       assert not np.allclose(state.extra["w"], state.params["w"])
 
@@ -200,8 +211,11 @@ def test_global_batch_losses_equal_on_1_and_8_devices(loss_fn):
 
   w1, l1 = run(jax.devices()[:1])
   w8, l8 = run(jax.devices())
-  np.testing.assert_allclose(w8, w1, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(l8, l1, rtol=1e-5)
+  # 8 devices sum the gradient in another order: 5 Adam steps, each apart by the rounding of the
+  # gradient's 16-term sums and the loss's ~20 operations (errors carried from step to step add up;
+  # the gradient entries are O(1), far from the zero where Adam's normalisation would amplify them).
+  np.testing.assert_allclose(w8, w1, rtol=ops_rtol(5 * 40), atol=0.1 * ops_rtol(5 * 40))
+  np.testing.assert_allclose(l8, l1, rtol=ops_rtol(5 * 40))
 
 
 def test_create_owns_its_buffers_so_donation_leaves_caller_arrays_alive():
@@ -220,4 +234,4 @@ def test_inject_hyperparams_learning_rate_is_a_metric():
   state = _state(opt)
   for _ in range(2):
     state, metrics = step(state, _linear_problem())
-  np.testing.assert_allclose(metrics["opt/learning_rate"], 0.09, rtol=1e-6)
+  np.testing.assert_allclose(metrics["opt/learning_rate"], 0.09, rtol=ops_rtol(4))

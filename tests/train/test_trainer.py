@@ -10,6 +10,7 @@ import pytest
 from configs import digits_clip, digits_mlp
 from jaxlab.errors import InputError
 from jaxlab.train.trainer import train
+from tests.tolerances import steps_tol
 
 
 def _config(**overrides):
@@ -27,8 +28,12 @@ def _params(result):
   return jax.tree.map(np.asarray, jax.device_get(result.state.params))
 
 
-def _assert_trees_close(a, b, rtol=1e-5, atol=1e-6):
-  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=rtol, atol=atol), a, b)
+def _assert_trees_close(a, b, num_steps):
+  # 1 vs 8 devices (or a 2-D mesh): the same Adam steps with gradients summed in another order.
+  # Per parameter and step: dots over 64 pixels and 32 hidden units, a batch mean (the CLIP loss:
+  # a 64 x 64 logit matrix), Adam: ~200 rounded operations, carried from step to step.
+  tol = steps_tol(num_steps, 200)
+  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, **tol), a, b)
 
 
 def _clip_config():
@@ -43,7 +48,7 @@ def test_one_device_equals_eight_devices(tmp_path, make_config):
   eight = train(make_config(), str(tmp_path / "eight"), progress=False)
   assert one.summary["mesh"] == {"data": 1, "model": 1}
   assert eight.summary["mesh"] == {"data": 8, "model": 1}
-  _assert_trees_close(_params(one), _params(eight))
+  _assert_trees_close(_params(one), _params(eight), make_config().num_steps)
 
 
 def test_2d_mesh_shards_large_params_over_model_and_matches(tmp_path):
@@ -56,7 +61,7 @@ def test_2d_mesh_shards_large_params_over_model_and_matches(tmp_path):
   assert kernel.addressable_shards[0].data.shape == (64, 16)  # half of 32 columns per model shard
   adam_mu = two_d.state.opt_state[0].mu["Dense_0"]["kernel"]
   assert adam_mu.sharding.spec == kernel.sharding.spec
-  _assert_trees_close(_params(one), _params(two_d))
+  _assert_trees_close(_params(one), _params(two_d), _config().num_steps)
 
 
 def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
@@ -67,6 +72,7 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["10"]
   resumed = train(_config(), workdir, progress=False)
   assert int(resumed.state.step) == 20
+  # Bit-equal by construction: the resumed run executes the same compiled step on restored state.
   jax.tree.map(np.testing.assert_array_equal, _params(full), _params(resumed))
   with open(os.path.join(workdir, "metrics.jsonl")) as f:
     steps = [json.loads(line)["step"] for line in f]
