@@ -51,7 +51,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "epsilon_end": 0.01,
       "epsilon_decay_frames": 250_000,
       "double_dqn": False,
-      "loss": "mse",
+      "loss": "mse",                    # Dopamine's mse_loss, err**2
       "eval_envs": 8, "eval_steps": 2000, "eval_epsilon": 0.001,
   })
   c.num_steps = frames // (c.dqn.update_period * c.env.num_envs)

@@ -42,8 +42,14 @@ def epsilon_greedy(q_values: jax.Array, rng: jax.Array, epsilon: jax.Array) -> j
   return jnp.where(explore, random_actions, jnp.argmax(q_values, axis=-1)).astype(jnp.int32)
 
 
+def squared_error(error: jax.Array) -> jax.Array:
+  """Dopamine's ``mse_loss``: ``(target - prediction) ** 2``, not halved
+  (dopamine/jax/losses.py:41-43 @ 5873f54)."""
+  return jnp.square(error)
+
+
 def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: float,
-            double_dqn: bool = False, loss: str = "huber") -> tuple[jax.Array, dict[str, jax.Array]]:
+            double_dqn: bool = False, loss: str = "mse") -> tuple[jax.Array, dict[str, jax.Array]]:
   r"""One-step TD loss on a replay batch (``obs, action, reward, discount, next_obs``).
 
   .. math::
@@ -52,9 +58,13 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
           \arg\max_a Q_\theta(s', a)\ \text{(Double DQN)}, \quad
     L = \mathrm{mean}\ \ell(Q_\theta(s, a) - y)
 
-  with :math:`d = 0` at terminal steps and :math:`\ell` Huber (:math:`\delta = 1`, Dopamine's
-  default) or squared error. Returns the loss and metrics (mean Q, TD error, the network's
-  routing statistics).
+  with :math:`d = 0` at terminal steps and :math:`\ell` the squared error :math:`e^2`
+  (``"mse"``, the default of Dopamine's ``JaxDQNAgent`` and ``DQNMoEAgent``: ``loss_type='mse'``,
+  dopamine/jax/agents/dqn/dqn_agent.py:281, labs/moes/agents/dqn_moe_agent.py:59; its
+  ``mse_loss`` is not halved) or Huber with :math:`\delta = 1` (``"huber"``, Dopamine's
+  ``huber_loss``).
+
+  Returns the loss and metrics (``td_loss``, mean Q, TD error, the network's routing statistics).
   """
   check(loss in LOSSES, f"loss={loss!r}; choose one of {LOSSES}")
   obs, next_obs = batch.obs, batch.next_obs
@@ -69,10 +79,11 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
     next_value = jnp.max(q_next_target, axis=-1)
   target = jax.lax.stop_gradient(batch.reward + gamma * batch.discount * next_value)
   error = q_taken - target
-  value = optax.huber_loss(error, delta=1.0) if loss == "huber" else 0.5 * jnp.square(error)
-  metrics = {"q_mean": jnp.mean(q_taken), "td_abs_error": jnp.mean(jnp.abs(error))}
+  value = optax.huber_loss(error, delta=1.0) if loss == "huber" else squared_error(error)
+  td = jnp.mean(value)
+  metrics = {"td_loss": td, "q_mean": jnp.mean(q_taken), "td_abs_error": jnp.mean(jnp.abs(error))}
   metrics.update({f"moe/{k}": jnp.mean(v) for k, v in stats.items() if jnp.ndim(v) <= 1})
-  return jnp.mean(value), metrics
+  return td, metrics
 
 
 def periodic_sync(period: int) -> Callable[[Any], Any]:

@@ -34,7 +34,7 @@ def test_td_loss_matches_a_hand_computation(double):
   next_value = 2.0 if not double else 2.0  # both pick action 0 here
   y0 = 1.0 + 0.9 * next_value
   # Sample 1: Q(s,a=1) = -1; terminal (discount 0): y = -1.
-  expected = 0.5 * ((1.0 - y0) ** 2 + (-1.0 - (-1.0)) ** 2) / 2
+  expected = ((1.0 - y0) ** 2 + (-1.0 - (-1.0)) ** 2) / 2  # Dopamine's mse_loss: err**2, not halved
   np.testing.assert_allclose(loss, expected, rtol=1e-6)
   np.testing.assert_allclose(metrics["q_mean"], 0.0, atol=1e-6)
 
@@ -48,6 +48,30 @@ def test_double_dqn_uses_the_online_argmax():
   _, double = dqn.td_loss(_linear_q, online, target, batch, gamma=1.0, double_dqn=True, loss="mse")
   np.testing.assert_allclose(plain["td_abs_error"], 3.0)   # |0 - (0 + max target)| = 3
   np.testing.assert_allclose(double["td_abs_error"], 1.0)  # |0 - target[argmax online]| = 1
+
+
+def _reward_only_batch(rewards):
+  """Terminal transitions (discount 0) with a zero network: the TD error is exactly -reward."""
+  n = len(rewards)
+  return SimpleNamespace(obs=jnp.ones((n, 2)), action=jnp.zeros(n, jnp.int32), reward=jnp.asarray(rewards),
+                         discount=jnp.zeros(n), next_obs=jnp.ones((n, 2)))
+
+
+def test_mse_is_dopamines_unhalved_squared_error():
+  zeros = {"w": jnp.zeros((2, 2))}
+  loss, metrics = dqn.td_loss(_linear_q, zeros, zeros, _reward_only_batch([0.5, 3.0]), gamma=0.99, loss="mse")
+  # errors -0.5 and -3: mean(err**2) = (0.25 + 9) / 2 = 4.625 (dopamine/jax/losses.py mse_loss), not 2.3125.
+  # Every intermediate is exact in float32; 4 ulps of slack.
+  np.testing.assert_allclose(loss, 4.625, rtol=4 * 2.0 ** -23)
+  assert float(metrics["td_loss"]) == float(loss)  # no auxiliary loss: the loss is the TD loss
+
+
+def test_td_loss_default_is_dopamines_mse():
+  zeros = {"w": jnp.zeros((2, 2))}
+  batch = _reward_only_batch([0.5, 3.0])
+  default, _ = dqn.td_loss(_linear_q, zeros, zeros, batch, gamma=0.99)
+  mse, _ = dqn.td_loss(_linear_q, zeros, zeros, batch, gamma=0.99, loss="mse")
+  assert float(default) == float(mse)  # the same code path (JaxDQNAgent's loss_type='mse')
 
 
 def test_huber_is_quadratic_then_linear():
