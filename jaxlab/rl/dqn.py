@@ -10,6 +10,7 @@ and replay in the step's ``collect``, this loss as its ``loss_fn``, the target n
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import jax
@@ -48,6 +49,31 @@ def squared_error(error: jax.Array) -> jax.Array:
   return jnp.square(error)
 
 
+def routing_metrics(stats: dict[str, jax.Array]) -> dict[str, jax.Array]:
+  """A network's routing statistics as scalar metrics named ``moe/...``.
+
+  Scalars keep their name. A vector (e.g. ``expert_load [n]``) is logged per element,
+  ``moe/expert_load/0 .. n-1``: its mean would always be 1/n. The load also gets two balance
+  summaries: ``moe/expert_load_entropy`` (entropy / log n: 1 = balanced, 0 = one expert) and
+  ``moe/expert_load_max_share`` (n * max load: 1 = balanced, n = one expert; finite even when an
+  expert gets nothing, unlike a max/min ratio).
+  """
+  out: dict[str, jax.Array] = {}
+  for k, v in stats.items():
+    if jnp.ndim(v) == 0:
+      out[f"moe/{k}"] = v
+    elif jnp.ndim(v) == 1:
+      out.update({f"moe/{k}/{i}": v[i] for i in range(v.shape[0])})
+  load = stats.get("expert_load")
+  if load is not None and jnp.ndim(load) == 1:
+    n = load.shape[0]
+    share = load / jnp.maximum(jnp.sum(load), 1e-30)
+    entropy = -jnp.sum(share * jnp.log(jnp.maximum(share, 1e-30)))
+    out["moe/expert_load_entropy"] = entropy / (math.log(n) if n > 1 else 1.0)
+    out["moe/expert_load_max_share"] = n * jnp.max(share)
+  return out
+
+
 def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: float,
             double_dqn: bool = False, loss: str = "mse") -> tuple[jax.Array, dict[str, jax.Array]]:
   r"""One-step TD loss on a replay batch (``obs, action, reward, discount, next_obs``).
@@ -64,7 +90,8 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   ``mse_loss`` is not halved) or Huber with :math:`\delta = 1` (``"huber"``, Dopamine's
   ``huber_loss``).
 
-  Returns the loss and metrics (``td_loss``, mean Q, TD error, the network's routing statistics).
+  Returns the loss and metrics: ``td_loss``, mean Q, TD error and the network's routing statistics
+  (:func:`routing_metrics`).
   """
   check(loss in LOSSES, f"loss={loss!r}; choose one of {LOSSES}")
   obs, next_obs = batch.obs, batch.next_obs
@@ -82,7 +109,7 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   value = optax.huber_loss(error, delta=1.0) if loss == "huber" else squared_error(error)
   td = jnp.mean(value)
   metrics = {"td_loss": td, "q_mean": jnp.mean(q_taken), "td_abs_error": jnp.mean(jnp.abs(error))}
-  metrics.update({f"moe/{k}": jnp.mean(v) for k, v in stats.items() if jnp.ndim(v) <= 1})
+  metrics.update(routing_metrics(stats))
   return td, metrics
 
 

@@ -11,6 +11,7 @@ import pytest
 from configs import dqn_minatar
 from jaxlab.errors import InputError
 from jaxlab.rl import dqn
+from jaxlab.rl.networks import QNetwork
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.train.trainer import train
 
@@ -80,6 +81,35 @@ def test_huber_is_quadratic_then_linear():
                           discount=jnp.zeros(2), next_obs=jnp.ones((2, 2)))
   loss, _ = dqn.td_loss(_linear_q, online, target, batch, gamma=0.99, loss="huber")
   np.testing.assert_allclose(loss, (0.5 * 0.5 ** 2 + (3.0 - 0.5)) / 2, rtol=1e-6)
+
+
+def test_routing_metrics_log_each_expert_load_and_the_balance():
+  load = jnp.array([0.7, 0.1, 0.1, 0.1])
+  q_fn = lambda params, obs: (obs @ params["w"], {"expert_load": load, "router_entropy": jnp.asarray(0.5)})
+  zeros = {"w": jnp.zeros((2, 2))}
+  _, metrics = dqn.td_loss(q_fn, zeros, zeros, _reward_only_batch([1.0]), gamma=0.99)
+  # The old metric, mean(load), was 1/n whatever the routing did.
+  assert [float(metrics[f"moe/expert_load/{i}"]) for i in range(4)] == [float(x) for x in load]
+  assert "moe/expert_load" not in metrics and float(metrics["moe/router_entropy"]) == 0.5
+  entropy = -(0.7 * np.log(0.7) + 3 * 0.1 * np.log(0.1)) / np.log(4)
+  np.testing.assert_allclose(metrics["moe/expert_load_entropy"], entropy, rtol=1e-5)  # a few float32 ulps of 4 logs
+  np.testing.assert_allclose(metrics["moe/expert_load_max_share"], 2.8, rtol=1e-6)
+
+
+@pytest.mark.parametrize("head", ["softmoe", "top1"])
+def test_moe_networks_log_per_expert_loads(head):
+  net = QNetwork(num_actions=6, head=head, num_experts=4, expert_hidden=8)
+  obs = jax.random.bernoulli(jax.random.key(0), 0.3, (8, 10, 10, 4)).astype(jnp.float32)
+  params = net.init(jax.random.key(1), obs)["params"]
+  q_fn = lambda p, o: net.apply({"params": p}, o)
+  batch = SimpleNamespace(obs=obs, action=jnp.zeros(8, jnp.int32), reward=jnp.ones(8), discount=jnp.ones(8),
+                          next_obs=obs)
+  _, metrics = jax.jit(lambda p: dqn.td_loss(q_fn, p, p, batch, gamma=0.99))(params)
+  loads = np.array([metrics[f"moe/expert_load/{i}"] for i in range(4)])
+  assert np.all(loads >= 0)
+  np.testing.assert_allclose(loads.sum(), 1.0, atol=100 * 2.0 ** -23)  # shares of 100 tokens' weight, float32 sums
+  assert 0.0 <= float(metrics["moe/expert_load_entropy"]) <= 1.0 + 1e-6
+  assert 1.0 - 1e-6 <= float(metrics["moe/expert_load_max_share"]) <= 4.0 + 1e-6
 
 
 def test_linear_epsilon_is_dopamines_schedule():
