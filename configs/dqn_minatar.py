@@ -41,7 +41,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.env = ml_collections.ConfigDict({"name": "breakout", "num_envs": 1, "sticky_action_prob": 0.1})
   c.network = ml_collections.ConfigDict({
       "encoder": "minatar", "head": "softmoe", "tokenizer": "per_conv", "num_experts": 8,
-      "expert_hidden": 128, "width": 128, "width_multiplier": 1})
+      "expert_hidden": 128, "width": 128, "width_multiplier": 1,
+      # Top-1 auxiliary-loss weights (jaxlab.rl.dqn.td_loss); 0 = Dopamine's released configs
+      "importance_weight": 0.0, "load_balancing_weight": 0.0})
   c.dqn = ml_collections.ConfigDict({
       "gamma": 0.99,
       "update_period": 4,               # frames between updates (per environment)

@@ -27,6 +27,8 @@ from jaxlab.rl.replay import TimeStep, make_replay
 from jaxlab.train.task import TASKS, Task
 
 RETURN_WINDOW = 100  # episode_return = mean over the last 100 completed episodes (all envs)
+# network config key -> the Top-1 MoE auxiliary loss it weights (jaxlab.rl.dqn.AUX_LOSSES)
+AUX_WEIGHT_KEYS = {"importance_weight": "importance_loss", "load_balancing_weight": "load_balancing_loss"}
 
 
 class DataState(NamedTuple):
@@ -62,8 +64,17 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
   if d.target_update_period % frames_per_step:
     raise InputError(f"dqn.target_update_period={d.target_update_period} frames must be a multiple of the "
                      f"{frames_per_step} frames of one update (update_period x env.num_envs)")
+  net_kwargs = dict(config.network)
+  aux_weights = {name: net_kwargs.pop(key, 0.0) for key, name in AUX_WEIGHT_KEYS.items()}
+  for key, name in AUX_WEIGHT_KEYS.items():
+    w = aux_weights[name]
+    check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
+          f"network.{key}={w!r}; must be a finite number >= 0 (0 = off, as Dopamine's released configs)")
+    check(not w or net_kwargs.get("head") == "top1",
+          f"network.{key}={w!r} but network.head={net_kwargs.get('head')!r}; only head='top1' has this "
+          "auxiliary loss (set it to 0)")
   replay = make_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history)
-  net = QNetwork(num_actions=env.num_actions, **dict(config.network))
+  net = QNetwork(num_actions=env.num_actions, **net_kwargs)
   obs_shape = env.obs_shape
   if tuple(config.get("obs_shape", obs_shape)) != tuple(obs_shape):
     raise InputError(f"obs_shape={tuple(config.obs_shape)} does not match {e.name}'s observations {obs_shape}")
@@ -112,7 +123,8 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
 
   def loss_fn(params, batch, rng, target_params):
     del rng
-    return dqn.td_loss(q_fn, params, target_params, batch, gamma=d.gamma, double_dqn=d.double_dqn, loss=d.loss)
+    return dqn.td_loss(q_fn, params, target_params, batch, gamma=d.gamma, double_dqn=d.double_dqn, loss=d.loss,
+                       aux_weights=aux_weights)
 
   def evaluate(state, rng):
     """Greedy-ish play (epsilon_eval) in fresh environments: mean return of completed episodes."""

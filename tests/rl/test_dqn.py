@@ -12,6 +12,7 @@ from configs import dqn_minatar
 from jaxlab.errors import InputError
 from jaxlab.rl import dqn
 from jaxlab.rl.networks import QNetwork
+from jaxlab.tasks.dqn_minatar import dqn_minatar as make_dqn_task
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.train.trainer import train
 
@@ -110,6 +111,34 @@ def test_moe_networks_log_per_expert_loads(head):
   np.testing.assert_allclose(loads.sum(), 1.0, atol=100 * 2.0 ** -23)  # shares of 100 tokens' weight, float32 sums
   assert 0.0 <= float(metrics["moe/expert_load_entropy"]) <= 1.0 + 1e-6
   assert 1.0 - 1e-6 <= float(metrics["moe/expert_load_max_share"]) <= 4.0 + 1e-6
+
+
+def _top1_task_and_batch(**overrides):
+  config = _tiny(**{"network.head": "top1", "network.num_experts": 4, **overrides})
+  task = make_dqn_task(config)
+  params = task.init_params(jax.random.key(0))
+  obs = jax.random.bernoulli(jax.random.key(1), 0.3, (32, 10, 10, 4))
+  batch = SimpleNamespace(obs=obs, action=jnp.arange(32, dtype=jnp.int32) % 6, reward=jnp.ones(32),
+                          discount=jnp.ones(32), next_obs=jnp.roll(obs, 1, axis=0))
+  return task, params, batch
+
+
+@pytest.mark.parametrize("key,name", [("importance_weight", "importance_loss"),
+                                      ("load_balancing_weight", "load_balancing_loss")])
+def test_top1_auxiliary_loss_weight_adds_weight_times_aux(key, name):
+  off_task, params, batch = _top1_task_and_batch()
+  on_task, _, _ = _top1_task_and_batch(**{f"network.{key}": 0.5})
+  off, m_off = jax.jit(lambda p: off_task.loss_fn(p, batch, None, p))(params)
+  on, m_on = jax.jit(lambda p: on_task.loss_fn(p, batch, None, p))(params)
+  aux = float(m_on[f"moe/{name}"])
+  assert aux > 0 and float(m_off["aux_loss"]) == 0.0
+  np.testing.assert_allclose(float(m_on["aux_loss"]), 0.5 * aux, rtol=2 * 2.0 ** -23)  # one float32 product
+  assert float(m_on["td_loss"]) == float(m_off["td_loss"])  # same params, same batch, same program up to the sum
+  # on = td + 0.5 aux: one float32 addition of two positive terms; allow 4 ulps of the sum.
+  np.testing.assert_allclose(float(on) - float(off), 0.5 * aux, atol=4 * 2.0 ** -23 * float(on))
+  grads = lambda task: jax.grad(lambda p: task.loss_fn(p, batch, None, p)[0])(params)
+  router = lambda g: g["Top1MoE_0"]["router"]["kernel"]
+  assert not np.allclose(router(grads(on_task)), router(grads(off_task)))  # the aux loss trains the router
 
 
 def test_linear_epsilon_is_dopamines_schedule():
