@@ -11,7 +11,7 @@ period (``--config.optimizer.learning_rate=6.25e-5 --config.optimizer.eps=1.5e-4
 MinAtar network has no hidden dense layer (conv 16 -> Q); as in the MinAtar paper and the MoE
 paper's design, ours has a penultimate layer of 128 units (dense) or an MoE with 128-unit experts
 over the 100 per-pixel tokens, which is the layer the MoE replaces. Frames = updates x
-update_period x num_envs (MinAtar has no frame skip).
+update_period (frames of all num_envs environments together; MinAtar has no frame skip).
 
 Run::
 
@@ -46,7 +46,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "importance_weight": 0.0, "load_balancing_weight": 0.0})
   c.dqn = ml_collections.ConfigDict({
       "gamma": 0.99,
-      "update_period": 4,               # frames between updates (per environment)
+      "update_period": 4,               # environment frames (all envs together) per update
       "target_update_period": 1000,     # frames between target syncs
       "min_replay_history": 1000,       # frames of random play before learning
       "replay_capacity": 100_000,
@@ -54,16 +54,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "epsilon_decay_frames": 250_000,
       "double_dqn": False,
       "loss": "mse",                    # Dopamine's mse_loss, err**2
+      "clip_rewards": True,             # Dopamine's Runner.clip_rewards: learn from clip(r, -1, 1)
       "eval_envs": 8, "eval_steps": 2000, "eval_epsilon": 0.001,
   })
-  c.num_steps = frames // (c.dqn.update_period * c.env.num_envs)
+  c.num_steps = frames // c.dqn.update_period
   c.optimizer = ml_collections.ConfigDict({"name": "adam", "learning_rate": 2.5e-4, "eps": 3.125e-4})
   c.skip_nonfinite = True
   if arg == "demo":  # the same Soft-MoE net, smaller; a short schedule (learning barely starts)
     c.network.num_experts, c.network.expert_hidden = 4, 64
     c.dqn.min_replay_history, c.dqn.replay_capacity, c.dqn.epsilon_decay_frames = 1000, 10_000, 4000
     c.dqn.target_update_period, c.dqn.eval_envs, c.dqn.eval_steps = 400, 8, 500
-    c.num_steps = 5000 // (c.dqn.update_period * c.env.num_envs)
+    c.num_steps = 5000 // c.dqn.update_period
     c.steps_per_call, c.log_every, c.eval_every, c.checkpoint_every = 250, 250, 1250, 1250
   if arg == "tiny":
     c.network.num_experts, c.network.expert_hidden, c.network.width = 2, 16, 16

@@ -1,10 +1,14 @@
 """DQN with (Soft-)MoE value networks on MinAtar, fully on the device, through the shared step.
 
 Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024. Each
-train step is one DQN update: the step's ``collect`` acts ``update_period`` times in
-``env.num_envs`` gymnax environments (epsilon-greedy with the online network), writes the
-transitions to a flashbax replay buffer and samples a batch; the loss is the TD loss against the
-target network in ``TrainState.extra``, synced by ``update_extra``. Environments, the buffer and
+train step is one DQN update: the step's ``collect`` acts in ``env.num_envs`` gymnax environments
+(epsilon-greedy with the online network) until ``dqn.update_period`` environment frames (all
+environments together) have passed, writes the transitions to a flashbax replay buffer and samples
+a batch; the loss is the TD loss against the target network in ``TrainState.extra``, synced by
+``update_extra``. The update-to-data ratio is thus 1 / ``update_period`` updates per frame
+whatever ``num_envs`` is (Dopamine: one update every ``update_period = 4`` agent steps,
+dopamine/jax/agents/dqn/dqn_agent.py:565, ``num_updates_per_train_step = 1``); a ``num_envs``
+that cannot hold it (does not divide ``update_period``) is refused. Environments, the buffer and
 episode statistics live in ``TrainState.data_state``, so a checkpoint holds everything and a
 killed run resumes bit-identically. The buffer starts with ``min_replay_history`` frames of
 uniformly random actions (Dopamine acts with epsilon = 1 and does not train until then).
@@ -59,11 +63,20 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
   n_envs = e.num_envs
   check(isinstance(n_envs, int) and n_envs >= 1, f"env.num_envs={n_envs!r}; must be an int >= 1")
   check(isinstance(d.update_period, int) and d.update_period >= 1,
-        f"dqn.update_period={d.update_period!r}; must be an int >= 1")
-  frames_per_step = d.update_period * n_envs
+        f"dqn.update_period={d.update_period!r} environment frames per update; must be an int >= 1 "
+        "(the update-to-data ratio 1/update_period must be > 0; Dopamine: 4)")
+  if d.update_period % n_envs:
+    divisors = [k for k in range(1, d.update_period + 1) if d.update_period % k == 0]
+    raise InputError(f"env.num_envs={n_envs} does not divide dqn.update_period={d.update_period} (environment "
+                     f"frames per update, all environments together: the ratio 1/{d.update_period} updates per "
+                     f"frame must not depend on num_envs); allowed env.num_envs: {divisors}")
+  frames_per_step = d.update_period
+  env_steps_per_update = d.update_period // n_envs
   if d.target_update_period % frames_per_step:
     raise InputError(f"dqn.target_update_period={d.target_update_period} frames must be a multiple of the "
-                     f"{frames_per_step} frames of one update (update_period x env.num_envs)")
+                     f"{frames_per_step} frames of one update (dqn.update_period)")
+  clip_rewards = d.get("clip_rewards", False)
+  check(isinstance(clip_rewards, bool), f"dqn.clip_rewards={clip_rewards!r}; must be True or False")
   net_kwargs = dict(config.network)
   aux_weights = {name: net_kwargs.pop(key, 0.0) for key, name in AUX_WEIGHT_KEYS.items()}
   for key, name in AUX_WEIGHT_KEYS.items():
@@ -92,6 +105,8 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
     else:
       actions = dqn.epsilon_greedy(q_fn(params, data.obs)[0], k_act, epsilon)
     env_state, obs, reward, done, info = env.step(data.env, actions, k_env)
+    if clip_rewards:  # Dopamine's Runner clips the reward the agent learns from, not the return it reports
+      reward = jnp.clip(reward, -1.0, 1.0)
     replay_state = replay.add(data.replay, TimeStep(data.obs, actions, reward, info["discount"]))
     returns, episodes = _push_returns(data.returns, data.episodes, done, env_state.stats.last_return)
     return DataState(env_state, obs, replay_state, returns, episodes)
@@ -115,7 +130,7 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
     epsilon = epsilon_at(state.step)
     k_act, k_sample = jax.random.split(rng)
     data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, state.params, epsilon, k), None), state.data_state,
-                           jax.random.split(k_act, d.update_period))
+                           jax.random.split(k_act, env_steps_per_update))
     batch = replay.sample(data.replay, k_sample)
     metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
                "episodes": data.episodes, "frames": prefill_frames + (state.step + 1) * frames_per_step}

@@ -186,6 +186,19 @@ def test_eight_vmapped_seeds_equal_single_runs(tmp_path):
                               jax.device_get(one.state.params), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("num_envs", [1, 2, 4])
+def test_num_envs_does_not_change_the_update_to_data_ratio(num_envs):
+  task = make_dqn_task(_tiny(**{"env.num_envs": num_envs}))
+  assert task.throughput == {"frames": 4}  # update_period 4: 1/4 updates per frame, Dopamine's
+
+
+def test_two_envs_act_update_period_frames_per_update(tmp_path):
+  result = train(_tiny(**{"env.num_envs": 2}), str(tmp_path), devices=jax.devices()[:1], progress=False)
+  # Vector steps taken: prefill ceil(64 / 2) + 1 = 33, then 4 frames / 2 envs = 2 per update.
+  assert int(result.state.data_state.replay.current_index) == 33 + 2 * result.summary["steps"]
+  assert read_metrics(str(tmp_path))[-1]["frames"] == 33 * 2 + 4 * result.summary["steps"]
+
+
 @pytest.mark.parametrize("overrides,match", [
     ({"env.name": "pong"}, "unknown MinAtar environment 'pong'"),
     ({"dqn.replay_capacity": 16}, "batch_size=32 is larger than the replay"),
