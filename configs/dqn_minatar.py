@@ -55,7 +55,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "double_dqn": False,
       "loss": "mse",                    # Dopamine's mse_loss, err**2
       "clip_rewards": True,             # Dopamine's Runner.clip_rewards: learn from clip(r, -1, 1)
-      "eval_envs": 8, "eval_steps": 2000, "eval_epsilon": 0.001,
+      # Evaluation (Dopamine's MinAtar TrainRunner has none): one whole episode per env, capped
+      # at eval_steps steps per env (27000: Dopamine's default Runner.max_steps_per_episode);
+      # 0 = no evaluation.
+      "eval_envs": 8, "eval_steps": 27_000, "eval_epsilon": 0.001,
   })
   c.num_steps = frames // c.dqn.update_period
   c.optimizer = ml_collections.ConfigDict({"name": "adam", "learning_rate": 2.5e-4, "eps": 3.125e-4})

@@ -77,6 +77,15 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
                      f"{frames_per_step} frames of one update (dqn.update_period)")
   clip_rewards = d.get("clip_rewards", False)
   check(isinstance(clip_rewards, bool), f"dqn.clip_rewards={clip_rewards!r}; must be True or False")
+  n_eval, eval_cap = d.eval_envs, d.eval_steps
+  check(isinstance(eval_cap, int) and eval_cap >= 0,
+        f"dqn.eval_steps={eval_cap!r}; must be an int >= 0 (steps each evaluation environment may take to "
+        "finish its episode; 0 = no evaluation)")
+  if eval_cap:
+    check(isinstance(n_eval, int) and n_eval >= 1, f"dqn.eval_envs={n_eval!r}; must be an int >= 1")
+    if env.episode_length is not None and eval_cap < env.episode_length:
+      raise InputError(f"dqn.eval_steps={eval_cap} is shorter than one {e.name} episode ({env.episode_length} "
+                       f"steps); allowed: 0 (no evaluation) or >= {env.episode_length}")
   net_kwargs = dict(config.network)
   aux_weights = {name: net_kwargs.pop(key, 0.0) for key, name in AUX_WEIGHT_KEYS.items()}
   for key, name in AUX_WEIGHT_KEYS.items():
@@ -142,25 +151,39 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
                        aux_weights=aux_weights)
 
   def evaluate(state, rng):
-    """Greedy-ish play (epsilon_eval) in fresh environments: mean return of completed episodes."""
-    k_reset, k_run = jax.random.split(rng)
-    env_state, obs = env.reset(k_reset, d.eval_envs)
+    """Each of ``eval_envs`` fresh environments plays one whole episode (epsilon_eval-greedy).
 
-    def body(carry, k):
-      env_state, obs, total, count = carry
-      k_act, k_env = jax.random.split(k)
+    Runs until every environment has finished its first episode or ``eval_steps`` steps (the cap)
+    have passed, whichever is first. ``eval_return``: mean return of the finished episodes, one
+    per environment, so short episodes are not over-weighted (NaN if none finished);
+    ``eval_episodes``: how many finished; ``eval_capped``: 1 if the cap cut an episode short
+    (its partial return is not counted), else 0; ``eval_steps_run``: steps taken.
+    """
+    k_reset, k_run = jax.random.split(rng)
+    env_state, obs = env.reset(k_reset, n_eval)
+
+    def unfinished(carry):
+      t, _, _, finished, _ = carry
+      return (t < eval_cap) & ~jnp.all(finished)
+
+    def body(carry):
+      t, env_state, obs, finished, returns = carry
+      k_act, k_env = jax.random.split(jax.random.fold_in(k_run, t))
       actions = dqn.epsilon_greedy(q_fn(state.params, obs)[0], k_act, d.eval_epsilon)
       env_state, obs, _, done, _ = env.step(env_state, actions, k_env)
-      total = total + jnp.sum(jnp.where(done, env_state.stats.last_return, 0.0))
-      return (env_state, obs, total, count + jnp.sum(done)), None
+      returns = jnp.where(done & ~finished, env_state.stats.last_return, returns)  # first episode only
+      return t + 1, env_state, obs, finished | done, returns
 
-    init = (env_state, obs, jnp.zeros(()), jnp.zeros((), jnp.int32))
-    (_, _, total, count), _ = jax.lax.scan(body, init, jax.random.split(k_run, d.eval_steps))
-    return {"eval_return": jnp.where(count > 0, total / jnp.maximum(count, 1), jnp.nan),
-            "eval_episodes": count}
+    init = (jnp.zeros((), jnp.int32), env_state, obs, jnp.zeros((n_eval,), jnp.bool_),
+            jnp.zeros((n_eval,), jnp.float32))
+    steps, _, _, finished, returns = jax.lax.while_loop(unfinished, body, init)
+    count = jnp.sum(finished, dtype=jnp.int32)
+    mean = jnp.sum(jnp.where(finished, returns, 0.0)) / jnp.maximum(count, 1)
+    return {"eval_return": jnp.where(count > 0, mean, jnp.nan), "eval_episodes": count,
+            "eval_capped": (count < n_eval).astype(jnp.int32), "eval_steps_run": steps}
 
   return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,
-              evaluate=evaluate if d.eval_steps > 0 else None,
+              evaluate=evaluate if eval_cap > 0 else None,
               init_extra=lambda params: jax.tree.map(jnp.copy, params),
               update_extra=dqn.periodic_sync(d.target_update_period // frames_per_step),
               throughput={"frames": frames_per_step},

@@ -11,6 +11,7 @@ import pytest
 from configs import dqn_minatar
 from jaxlab.errors import InputError
 from jaxlab.rl import dqn
+from jaxlab.rl.envs import make_env
 from jaxlab.rl.networks import QNetwork
 from jaxlab.tasks.dqn_minatar import dqn_minatar as make_dqn_task
 from jaxlab.train.metrics_writer import read_metrics
@@ -197,6 +198,55 @@ def test_two_envs_act_update_period_frames_per_update(tmp_path):
   # Vector steps taken: prefill ceil(64 / 2) + 1 = 33, then 4 frames / 2 envs = 2 per update.
   assert int(result.state.data_state.replay.current_index) == 33 + 2 * result.summary["steps"]
   assert read_metrics(str(tmp_path))[-1]["frames"] == 33 * 2 + 4 * result.summary["steps"]
+
+
+def _evaluate(config, params_seed=0, rng=jax.random.key(7)):
+  task = make_dqn_task(config)
+  params = task.init_params(jax.random.key(params_seed))
+  return task, params, jax.jit(lambda p, k: task.evaluate(SimpleNamespace(params=p), k))(params, rng)
+
+
+def test_freeway_evaluation_at_the_default_cap_is_finite():
+  """Freeway episodes are always 2500 steps: the old 2000-step window saw none (NaN)."""
+  config = _tiny(**{"env.name": "freeway", "dqn.eval_envs": 2,
+                    "dqn.eval_steps": dqn_minatar.get_config().dqn.eval_steps})
+  _, _, out = _evaluate(config)
+  assert np.isfinite(out["eval_return"]) and int(out["eval_episodes"]) == 2
+  assert int(out["eval_steps_run"]) == 2500 and int(out["eval_capped"]) == 0
+
+
+def test_evaluation_is_the_mean_of_one_full_episode_per_env():
+  config = _tiny(**{"dqn.eval_envs": 4, "dqn.eval_steps": 5000})
+  task, params, out = _evaluate(config)
+  # Reference: the same keys, stepped one at a time; each env's FIRST finished episode only.
+  env, d = make_env("breakout"), config.dqn
+  net = QNetwork(num_actions=6, **{k: v for k, v in config.network.items() if not k.endswith("_weight")})
+  k_reset, k_run = jax.random.split(jax.random.key(7))
+  state, obs = env.reset(k_reset, 4)
+
+  @jax.jit
+  def one(state, obs, t):
+    k_act, k_env = jax.random.split(jax.random.fold_in(k_run, t))
+    q = net.apply({"params": params}, obs.astype(jnp.float32))[0]
+    state, obs, _, done, _ = env.step(state, dqn.epsilon_greedy(q, k_act, d.eval_epsilon), k_env)
+    return state, obs, done
+
+  first = {}
+  t = 0
+  while len(first) < 4:
+    state, obs, done = one(state, obs, t)
+    t += 1
+    for i in np.flatnonzero(np.asarray(done)):
+      first.setdefault(int(i), float(state.stats.last_return[i]))
+  assert int(out["eval_episodes"]) == 4 and int(out["eval_capped"]) == 0 and int(out["eval_steps_run"]) == t
+  # Returns are small integers: the float32 sum is exact, then one division.
+  np.testing.assert_allclose(float(out["eval_return"]), np.mean(list(first.values())), rtol=2 * 2.0 ** -23)
+
+
+def test_evaluation_reports_the_cap():
+  _, _, out = _evaluate(_tiny(**{"dqn.eval_envs": 4, "dqn.eval_steps": 3}))  # no Breakout episode ends in 3 steps
+  assert int(out["eval_steps_run"]) == 3 and int(out["eval_capped"]) == 1 and int(out["eval_episodes"]) == 0
+  assert np.isnan(out["eval_return"])
 
 
 @pytest.mark.parametrize("overrides,match", [
