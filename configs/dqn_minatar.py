@@ -3,15 +3,23 @@ r"""DQN with a Soft-MoE value network on MinAtar, fully jitted, through the one 
 Paper: Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024
 (https://proceedings.mlr.press/v235/obando-ceron24b.html). The penultimate dense layer of the
 value network is a Soft MoE (Puigcerver et al., ICLR 2024) over the encoder's per-pixel tokens.
-DQN settings are Dopamine's MinAtar DQN configs (dopamine/labs/environments/minatar/dqn_*.gin:
-Adam lr 2.5e-4 / eps 3.125e-4, target sync every 1000 frames, 1000 frames of random play, replay
-100k, epsilon 1 -> 0.01 over 250k frames, MSE loss, sticky actions 0.1, all 6 actions). The MoE
-paper has no MinAtar config; its Atari DQN uses lr 6.25e-5 / eps 1.5e-4 and an 8000-frame target
-period (``--config.optimizer.learning_rate=6.25e-5 --config.optimizer.eps=1.5e-4``). Dopamine's
-MinAtar network has no hidden dense layer (conv 16 -> Q); as in the MinAtar paper and the MoE
-paper's design, ours has a penultimate layer of 128 units (dense) or an MoE with 128-unit experts
-over the 100 per-pixel tokens, which is the layer the MoE replaces. Frames = updates x
-update_period (frames of all num_envs environments together; MinAtar has no frame skip).
+DQN settings are Dopamine's MinAtar DQN configs (dopamine/labs/environments/minatar/dqn_*.gin
+with ``JaxDQNAgent``'s defaults: Adam lr 2.5e-4 / eps 3.125e-4, target sync every 1000 frames,
+1000 frames of random play, replay 100k, batch 32, one update every 4 frames, epsilon 1 -> 0.01
+over 250k frames, MSE loss (not halved), rewards clipped to [-1, 1] for learning, sticky actions
+0.1, all 6 actions). Every hyper-parameter beside Dopamine's value, with file and line, and the
+switch for each difference: BUILD_NOTES.md, "Protocol table: configs/dqn_minatar.py vs Dopamine".
+The MoE paper has no MinAtar config; its Atari DQN uses lr 6.25e-5 / eps 1.5e-4 and an 8000-frame
+target period (``--config.optimizer.learning_rate=6.25e-5 --config.optimizer.eps=1.5e-4``).
+Dopamine's MinAtar network has no hidden dense layer (conv 16 -> Q; ``--config.network.head=none``);
+as in the MinAtar paper and the MoE paper's design, ours has a penultimate layer of 128 units
+(dense) or an MoE with 128-unit experts over the 100 per-pixel tokens, which is the layer the MoE
+replaces. ``dqn.update_period`` counts environment frames of all ``env.num_envs`` environments
+together, so the update-to-data ratio (1/4 updates per frame) does not change with ``num_envs``;
+frames = updates x update_period (MinAtar has no frame skip). Top-1 heads take auxiliary-loss
+weights ``network.importance_weight`` / ``network.load_balancing_weight`` (0: Dopamine's released
+``labs/moes`` configs bind no auxiliary loss). Evaluation: each of ``dqn.eval_envs`` environments
+plays one whole episode, capped at ``dqn.eval_steps`` steps (reported as ``eval_capped``).
 
 Run::
 
