@@ -31,7 +31,7 @@ from jaxlab.rl.replay import TimeStep, make_replay
 from jaxlab.train.task import TASKS, Task
 
 RETURN_WINDOW = 100  # episode_return = mean over the last 100 completed episodes (all envs)
-# network config key -> the Top-1 MoE auxiliary loss it weights (jaxlab.rl.dqn.AUX_LOSSES)
+# network config key (a QNetwork attribute) -> the Top-1 MoE auxiliary loss it weights (dqn.AUX_LOSSES)
 AUX_WEIGHT_KEYS = {"importance_weight": "importance_loss", "load_balancing_weight": "load_balancing_loss"}
 
 
@@ -86,17 +86,15 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
     if env.episode_length is not None and eval_cap < env.episode_length:
       raise InputError(f"dqn.eval_steps={eval_cap} is shorter than one {e.name} episode ({env.episode_length} "
                        f"steps); allowed: 0 (no evaluation) or >= {env.episode_length}")
-  net_kwargs = dict(config.network)
-  aux_weights = {name: net_kwargs.pop(key, 0.0) for key, name in AUX_WEIGHT_KEYS.items()}
-  for key, name in AUX_WEIGHT_KEYS.items():
-    w = aux_weights[name]
+  replay = make_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history)
+  net = QNetwork(num_actions=env.num_actions, **dict(config.network))
+  aux_weights = {name: getattr(net, key) for key, name in AUX_WEIGHT_KEYS.items()}
+  for key, w in ((key, getattr(net, key)) for key in AUX_WEIGHT_KEYS):
     check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
           f"network.{key}={w!r}; must be a finite number >= 0 (0 = off, as Dopamine's released configs)")
-    check(not w or net_kwargs.get("head") == "top1",
-          f"network.{key}={w!r} but network.head={net_kwargs.get('head')!r}; only head='top1' has this "
-          "auxiliary loss (set it to 0)")
-  replay = make_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history)
-  net = QNetwork(num_actions=env.num_actions, **net_kwargs)
+    check(not w or net.head == "top1",
+          f"network.{key}={w!r} but network.head={net.head!r}; only head='top1' has this auxiliary loss "
+          "(set it to 0)")
   obs_shape = env.obs_shape
   if tuple(config.get("obs_shape", obs_shape)) != tuple(obs_shape):
     raise InputError(f"obs_shape={tuple(config.obs_shape)} does not match {e.name}'s observations {obs_shape}")

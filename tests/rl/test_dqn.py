@@ -220,7 +220,7 @@ def test_evaluation_is_the_mean_of_one_full_episode_per_env():
   task, params, out = _evaluate(config)
   # Reference: the same keys, stepped one at a time; each env's FIRST finished episode only.
   env, d = make_env("breakout"), config.dqn
-  net = QNetwork(num_actions=6, **{k: v for k, v in config.network.items() if not k.endswith("_weight")})
+  net = QNetwork(num_actions=6, **dict(config.network))  # a network config is QNetwork's kwargs
   k_reset, k_run = jax.random.split(jax.random.key(7))
   state, obs = env.reset(k_reset, 4)
 
