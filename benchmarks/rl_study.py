@@ -5,12 +5,13 @@ Schaipp et al., "MoMo: Momentum Models for Adaptive Learning Rates", ICML 2024. 
 (``configs/rl_expert_scaling.py`` or ``configs/rl_momo_dqn.py``) lists cells; each cell is
 ``configs/dqn_minatar.py`` + ``base`` + the cell's ``set``, its seeds (and, for the MoMo study, its
 learning rates) vmapped as runs of one program, trained by ``jaxlab.train.trainer.train`` in
-``<workdir>/<cell>``. A finished cell's record goes to ``<out_dir>/<prefix>.json`` and is skipped
-on rerun; a killed cell resumes from its checkpoint. Then a table (``<prefix>.md``) and a plot
-(``<prefix>.png``).
+``<workdir>/<cell>`` (with ``games``: one program per cell and game, in ``<workdir>/<game>/<cell>``).
+A finished program's record goes to ``<out_dir>/<prefix>.json`` and is skipped on rerun; a killed
+one resumes from its checkpoint. Then a table (``<prefix>.md``) and a plot (``<prefix>.png``).
 
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py --measure
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py
+  python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:full   # 2 games x 8 cells x 3 seeds x 1M frames
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_momo_dqn.py
   python benchmarks/rl_study.py --config=configs/rl_momo_dqn.py --report_only
 """
@@ -32,14 +33,14 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from configs.rl_expert_scaling import cell_config, run_labels  # noqa: E402
+from configs.rl_expert_scaling import cell_config, run_labels, units  # noqa: E402
 from jaxlab.train.metrics_writer import read_metrics  # noqa: E402
 from jaxlab.train.trainer import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/rl_expert_scaling.py", "study config")
 _REPORT_ONLY = flags.DEFINE_bool("report_only", False, "only rebuild the table and plot from the JSON")
 _MEASURE = flags.DEFINE_bool("measure", False, "time every cell (frames/s of all its runs), then stop")
-_CELLS = flags.DEFINE_list("cells", None, "run only these cells (default: all, in order)")
+_CELLS = flags.DEFINE_list("cells", None, "run only these cells or game/cell keys (default: all, in order)")
 
 
 def _runs(study: Any) -> int:
@@ -55,15 +56,15 @@ def measure(study: Any, out: str) -> None:
   (compiling) call, so the rate is that of the later calls.
   """
   rows = []
-  for name in (_CELLS.value or list(study.order)):
-    c = cell_config(study, name)
+  for key, name, game in _selected(study):
+    c = cell_config(study, name, game)
     c.num_steps = study.measure_steps
     c.log_every = c.eval_every = c.checkpoint_every = study.measure_steps
     c.dqn.eval_steps = 0
     t0 = time.perf_counter()
     s = train(c, tempfile.mkdtemp(prefix="rlstudy_measure_"), progress=False).summary
     runs = s["runs"]
-    row = {"cell": name, "runs": runs, "parameters": s["parameters"], "updates": study.measure_steps,
+    row = {"cell": key, "runs": runs, "parameters": s["parameters"], "updates": study.measure_steps,
            "steps_per_sec": s["steps_per_sec"], "frames_per_sec_all_runs": s["frames_per_sec"] * runs,
            "wall_s_incl_compile": time.perf_counter() - t0, "load_average": os.getloadavg()[0]}
     rows.append(row)
@@ -79,28 +80,36 @@ def _per_run(value: Any, runs: int) -> list[float]:
   return [float(x) for x in (v if v.size == runs else np.repeat(v, runs))]
 
 
-def run_cell(study: Any, name: str) -> dict[str, Any]:
-  """Trains one cell (all its runs in one program); returns its record for the JSON."""
-  c = cell_config(study, name)
-  workdir = os.path.join(study.workdir, name)
+def _selected(study: Any) -> list[tuple[str, str, str | None]]:
+  """The study's programs, or those whose cell or key ``--cells`` names."""
+  wanted = set(_CELLS.value or ())
+  return [u for u in units(study) if not wanted or u[0] in wanted or u[1] in wanted]
+
+
+def run_cell(study: Any, name: str, game: str | None = None, key: str | None = None) -> dict[str, Any]:
+  """Trains one cell (all its runs in one program) on ``game``; returns its record for the JSON."""
+  c = cell_config(study, name, game)
+  workdir = os.path.join(study.workdir, key or name)
   t0 = time.perf_counter()
   summary = train(c, workdir, progress=False).summary
   wall = time.perf_counter() - t0
   runs = summary["runs"]
   rows = read_metrics(workdir)
   curve = [r for r in rows if "episode_return" in r]
-  frames_per_update = c.dqn.update_period * c.env.num_envs
+  frames_per_update = c.dqn.update_period  # frames of all environments per update
   lb = [r for r in rows if "opt/lb" in r]
   return {
-      "cell": name, "what": study.cells[name].what, "runs": run_labels(study),
+      "cell": name, "game": c.env.name, "what": study.cells[name].what, "runs": run_labels(study),
       "network": c.network.to_dict(), "optimizer": c.optimizer.to_dict(), "env": c.env.name,
       "frames": c.num_steps * frames_per_update, "dqn": c.dqn.to_dict(),
       "parameters": summary["parameters"],
       "frames_per_sec_all_runs": float(np.mean(summary["frames_per_sec"])) * runs,
       "wall_time_s": wall,
-      # Greedy-ish evaluation (eval_epsilon, eval_envs x eval_steps) after the last update.
+      # Greedy-ish evaluation (eval_epsilon) after the last update: one whole episode per eval env,
+      # capped at eval_steps steps (eval_capped = 1 where the cap cut an episode short).
       "eval_return": _per_run(summary["eval_return"], runs),
       "eval_episodes": _per_run(summary["eval_episodes"], runs),
+      "eval_capped": _per_run(summary["eval_capped"], runs) if "eval_capped" in summary else None,
       # Mean return of the last 100 completed training episodes (epsilon-greedy), over time.
       "curve_frames": [r["step"] * frames_per_update for r in curve],
       "curve_return": [_per_run(r["episode_return"], runs) for r in curve],
@@ -135,24 +144,54 @@ def stratified_bootstrap_ci(scores: np.ndarray, reps: int = 2000, seed: int = 0)
   return float(point["cell"][0]), float(interval["cell"][0, 0]), float(interval["cell"][1, 0])
 
 
-def iqm_table(results: dict[str, Any], order: list[str], key: str) -> dict[str, dict[str, float]]:
+def iqm_table(results: dict[str, Any], order: list[str], key: str,
+              by_game: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, Any]]:
   """IQM of min-max normalised returns per cell, 95% stratified-bootstrap CIs.
 
-  Normalisation (one game): (R - min) / (max - min) with min/max over every run of every cell of
-  this study, so 0 = the worst run seen, 1 = the best.
+  ``by_game``: cell -> {game: record key} (default: each cell is its own record, one game).
+  Normalisation, per game: (R - min) / (max - min) with min/max over every run of every cell of
+  this study on that game, so 0 = the worst run seen, 1 = the best; a cell's scores are
+  [runs, games], the bootstrap resamples runs within each game (rliable's stratification).
   """
-  names = [n for n in order if n in results]
-  allv = np.concatenate([np.asarray(results[n][key], np.float64) for n in names])
-  lo, hi = float(np.nanmin(allv)), float(np.nanmax(allv))
+  by_game = by_game or {n: {"": n} for n in order if n in results}
+  names = [n for n in order if n in by_game and by_game[n]]
+  games = sorted({g for n in names for g in by_game[n]})
+  bounds = {}
+  for g in games:
+    allv = np.concatenate([np.asarray(results[by_game[n][g]][key], np.float64) for n in names if g in by_game[n]])
+    bounds[g] = (float(np.nanmin(allv)), float(np.nanmax(allv)))
   out = {}
   for n in names:
-    scores = (np.nan_to_num(np.asarray(results[n][key], np.float64), nan=lo) - lo) / max(hi - lo, 1e-12)
-    point, ci_lo, ci_hi = stratified_bootstrap_ci(scores[:, None])  # [runs, games=1]
-    out[n] = {"iqm": point, "ci_low": ci_lo, "ci_high": ci_hi, "min": lo, "max": hi}
+    cols = []
+    for g in games:
+      if g in by_game[n]:
+        lo, hi = bounds[g]
+        cols.append((np.nan_to_num(np.asarray(results[by_game[n][g]][key], np.float64), nan=lo) - lo)
+                    / max(hi - lo, 1e-12))
+    point, ci_lo, ci_hi = stratified_bootstrap_ci(np.stack(cols, axis=1))  # [runs, games]
+    out[n] = {"iqm": point, "ci_low": ci_lo, "ci_high": ci_hi}
+    if games == [""]:
+      out[n].update(min=bounds[""][0], max=bounds[""][1])
+    else:
+      out[n].update(games=[g for g in games if g in by_game[n]], min={g: bounds[g][0] for g in games},
+                    max={g: bounds[g][1] for g in games})
   return out
 
 
+def _eval_description(r: dict[str, Any]) -> str:
+  d = r["dqn"]
+  if r.get("eval_capped") is not None:  # the evaluation that plays whole episodes
+    return (f"eval return: mean over {d['eval_envs']} fresh envs of one whole episode each (capped at "
+            f"{d['eval_steps']} steps; capped runs: {int(np.sum(r['eval_capped']))}) at epsilon {d['eval_epsilon']} "
+            "after the last update")
+  return (f"eval return: mean over completed episodes of {d['eval_envs']} envs x {d['eval_steps']} steps at epsilon "
+          f"{d['eval_epsilon']} after the last update (the earlier evaluation: episodes unfinished at the window's "
+          "end are dropped, short ones over-weighted)")
+
+
 def report_scaling(study: Any, results: dict[str, Any], out: str) -> str:
+  if study.get("games", None):
+    return report_scaling_games(study, results, out)
   import matplotlib  # noqa: PLC0415
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # noqa: PLC0415
@@ -161,8 +200,8 @@ def report_scaling(study: Any, results: dict[str, Any], out: str) -> str:
   iqm = iqm_table(results, order, "eval_return") if order else {}
   iqm_train = iqm_table(results, order, "final_train_return") if order else {}
   lines = [f"# Expert scaling, MinAtar {results[order[0]]['env'] if order else ''} (CPU budget)", "",
-           "eval return: mean over completed episodes of 8 envs x 2000 steps at epsilon 0.001 after the last "
-           "update; train return: mean of the last 100 completed training episodes. Mean ± std over seeds. "
+           (_eval_description(results[order[0]]) if order else "eval return") +
+           "; train return: mean of the last 100 completed training episodes. Mean ± std over seeds. "
            "IQM: of min-max normalised eval returns (min/max over all runs of the study), 95% stratified "
            "bootstrap CI (rliable.library.get_interval_estimates with rliable.metrics.aggregate_iqm, 2000 reps).", "",
            "| cell | what | params | frames/seed | seeds | eval return | train return (last 100 ep) | "
@@ -184,26 +223,82 @@ def report_scaling(study: Any, results: dict[str, Any], out: str) -> str:
   lines += ["", f"Compute: {total / 60:.1f} min wall for the cells (training, compilation, evaluation, checkpoints)."]
   if order:
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2))
-    for name in order:
-      r = results[name]
-      y = np.asarray(r["curve_return"], np.float64)  # [log points, runs]
-      x = np.asarray(r["curve_frames"])
-      m, s = np.nanmean(y, axis=1), np.nanstd(y, axis=1)
-      ax.plot(x, m, label=f"{name} ({r['parameters'] / 1e3:.0f}k)")
-      ax.fill_between(x, m - s, m + s, alpha=0.15)
-    ax.set(xlabel="frames (per seed)", ylabel="training return (last 100 episodes)",
-           title=f"MinAtar {results[order[0]]['env']}: learning curves (mean ± std over seeds)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    pos = np.arange(len(order))
-    for off, table, label in ((-0.18, iqm, "eval"), (0.18, iqm_train, "train (last 100 ep)")):
-      pts = np.array([table[n]["iqm"] for n in order])
-      err = np.array([[pts[i] - table[n]["ci_low"], table[n]["ci_high"] - pts[i]] for i, n in enumerate(order)]).T
-      bx.errorbar(pos + off, pts, yerr=err, fmt="o", capsize=3, label=label)
-    bx.set_xticks(pos, order, rotation=30, fontsize=8)
-    bx.set(ylabel="IQM of min-max normalised return", title="IQM, 95% stratified-bootstrap CI")
-    bx.grid(alpha=0.3)
-    bx.legend(fontsize=7)
+    _plot_curves(ax, {name: results[name] for name in order}, f"MinAtar {results[order[0]]['env']}")
+    _plot_iqm(bx, order, iqm, iqm_train)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, f"{study.prefix}.png"), dpi=90)
+    plt.close(fig)
+  with open(os.path.join(out, f"{study.prefix}_iqm.json"), "w") as f:
+    json.dump({"eval": iqm, "train": iqm_train}, f, indent=1)
+  return "\n".join(lines) + "\n"
+
+
+def _plot_curves(ax: Any, records: dict[str, dict[str, Any]], title: str) -> None:
+  for name, r in records.items():
+    y = np.asarray(r["curve_return"], np.float64)  # [log points, runs]
+    x = np.asarray(r["curve_frames"])
+    m, s = np.nanmean(y, axis=1), np.nanstd(y, axis=1)
+    ax.plot(x, m, label=f"{name} ({r['parameters'] / 1e3:.0f}k)")
+    ax.fill_between(x, m - s, m + s, alpha=0.15)
+  ax.set(xlabel="frames (per seed)", ylabel="training return (last 100 episodes)",
+         title=f"{title}: learning curves (mean ± std over seeds)")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7)
+
+
+def _plot_iqm(bx: Any, order: list[str], iqm: dict[str, Any], iqm_train: dict[str, Any]) -> None:
+  pos = np.arange(len(order))
+  for off, table, label in ((-0.18, iqm, "eval"), (0.18, iqm_train, "train (last 100 ep)")):
+    pts = np.array([table[n]["iqm"] for n in order])
+    err = np.array([[pts[i] - table[n]["ci_low"], table[n]["ci_high"] - pts[i]] for i, n in enumerate(order)]).T
+    bx.errorbar(pos + off, pts, yerr=err, fmt="o", capsize=3, label=label)
+  bx.set_xticks(pos, order, rotation=30, fontsize=8)
+  bx.set(ylabel="IQM of min-max normalised return", title="IQM, 95% stratified-bootstrap CI")
+  bx.grid(alpha=0.3)
+  bx.legend(fontsize=7)
+
+
+def report_scaling_games(study: Any, results: dict[str, Any], out: str) -> str:
+  """Table per (cell, game), IQM per cell over all its games' runs, curves per game."""
+  import matplotlib  # noqa: PLC0415
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # noqa: PLC0415
+
+  games = tuple(study.games)
+  by_game = {n: {g: k for k, n2, g in units(study) if n2 == n and k in results} for n in study.order}
+  order = [n for n in study.order if by_game[n]]
+  iqm = iqm_table(results, order, "eval_return", by_game) if order else {}
+  iqm_train = iqm_table(results, order, "final_train_return", by_game) if order else {}
+  first = next((results[k] for k, _, _ in units(study) if k in results), None)
+  lines = [f"# Expert scaling, MinAtar {' + '.join(games)}", "",
+           (_eval_description(first) if first else "eval return") +
+           "; train return: mean of the last 100 completed training episodes. Mean ± std over seeds. "
+           "IQM per cell over all its runs on all games: returns min-max normalised per game (min/max over all "
+           "runs of the study on that game), 95% stratified bootstrap CI (rliable, runs resampled within each "
+           "game, 2000 reps).", "",
+           "| cell | game | what | params | frames/seed | seeds | eval return | train return (last 100 ep) | "
+           "IQM [95% CI] (eval, all games) | IQM [95% CI] (train, all games) | frames/s all seeds | wall s |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+  total = 0.0
+  for key, name, game in units(study):
+    r = results.get(key)
+    if r is None:
+      lines.append(f"| {name} | {game} | {study.cells[name].what} | (not run) | | | | | | | | |")
+      continue
+    total += r["wall_time_s"]
+    q, qt = iqm[name], iqm_train[name]
+    lines.append(f"| {name} | {game} | {r['what']} | {r['parameters']:,} | {r['frames']:,} | {len(r['runs'])} | "
+                 f"{_fmt(r['eval_return'])} | {_fmt(r['final_train_return'])} | "
+                 f"{q['iqm']:.2f} [{q['ci_low']:.2f}, {q['ci_high']:.2f}] | "
+                 f"{qt['iqm']:.2f} [{qt['ci_low']:.2f}, {qt['ci_high']:.2f}] | "
+                 f"{r['frames_per_sec_all_runs']:.0f} | {r['wall_time_s']:.0f} |")
+  lines += ["", f"Compute: {total / 60:.1f} min wall for the programs (training, compilation, evaluation, "
+            "checkpoints)."]
+  if order:
+    fig, axes = plt.subplots(1, len(games) + 1, figsize=(6 * (len(games) + 1), 4.2))
+    for ax, game in zip(axes, games):
+      _plot_curves(ax, {n: results[by_game[n][game]] for n in order if game in by_game[n]}, f"MinAtar {game}")
+    _plot_iqm(axes[-1], order, iqm, iqm_train)
     fig.tight_layout()
     fig.savefig(os.path.join(out, f"{study.prefix}.png"), dpi=90)
     plt.close(fig)
@@ -226,8 +321,8 @@ def report_lr_sweep(study: Any, results: dict[str, Any], out: str) -> str:
 
   order = [n for n in study.order if n in results]
   lines = ["# MoMo-Adam vs Adam in DQN (MinAtar, CPU budget)", "",
-           "Per (optimizer, lr): mean ± std over seeds. eval: 8 envs x 2000 steps at epsilon 0.001 after the "
-           "last update; train: mean of the last 100 training episodes; loss: mean TD loss of the last logged "
+           "Per (optimizer, lr): mean ± std over seeds. " + (_eval_description(results[order[0]]) if order else "eval") +
+           "; train: mean of the last 100 training episodes; loss: mean TD loss of the last logged "
            "call; lb: MoMo's lower bound at the end (0 unless MoMo*); tau: MoMo's last adaptive step "
            "(min(lr, Polyak step)).", "",
            "| optimizer | lr | eval return | train return | final TD loss | lb | tau | non-finite skipped |",
@@ -282,15 +377,15 @@ def main(argv: list[str]) -> None:
   path = os.path.join(out, f"{study.prefix}.json")
   results = json.load(open(path)) if os.path.exists(path) else {}
   if not _REPORT_ONLY.value:
-    for name in (_CELLS.value or list(study.order)):
-      if name in results:
-        print(f"{name}: done, skipped", flush=True)
+    for key, name, game in _selected(study):
+      if key in results:
+        print(f"{key}: done, skipped", flush=True)
         continue
-      results[name] = run_cell(study, name)
+      results[key] = run_cell(study, name, game, key)
       with open(path, "w") as f:
         json.dump(results, f, indent=1)
-      r = results[name]
-      print(f"{name}: {r['wall_time_s']:.0f} s, eval {_fmt(r['eval_return'])}, "
+      r = results[key]
+      print(f"{key}: {r['wall_time_s']:.0f} s, eval {_fmt(r['eval_return'])}, "
             f"train {_fmt(r['final_train_return'])}", flush=True)
   text = (report_scaling if study.kind == "scaling" else report_lr_sweep)(study, results, out)
   with open(os.path.join(out, f"{study.prefix}.md"), "w") as f:

@@ -3,15 +3,23 @@ r"""DQN with a Soft-MoE value network on MinAtar, fully jitted, through the one 
 Paper: Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024
 (https://proceedings.mlr.press/v235/obando-ceron24b.html). The penultimate dense layer of the
 value network is a Soft MoE (Puigcerver et al., ICLR 2024) over the encoder's per-pixel tokens.
-DQN settings are Dopamine's MinAtar DQN configs (dopamine/labs/environments/minatar/dqn_*.gin:
-Adam lr 2.5e-4 / eps 3.125e-4, target sync every 1000 frames, 1000 frames of random play, replay
-100k, epsilon 1 -> 0.01 over 250k frames, MSE loss, sticky actions 0.1, all 6 actions). The MoE
-paper has no MinAtar config; its Atari DQN uses lr 6.25e-5 / eps 1.5e-4 and an 8000-frame target
-period (``--config.optimizer.learning_rate=6.25e-5 --config.optimizer.eps=1.5e-4``). Dopamine's
-MinAtar network has no hidden dense layer (conv 16 -> Q); as in the MinAtar paper and the MoE
-paper's design, ours has a penultimate layer of 128 units (dense) or an MoE with 128-unit experts
-over the 100 per-pixel tokens, which is the layer the MoE replaces. Frames = updates x
-update_period x num_envs (MinAtar has no frame skip).
+DQN settings are Dopamine's MinAtar DQN configs (dopamine/labs/environments/minatar/dqn_*.gin
+with ``JaxDQNAgent``'s defaults: Adam lr 2.5e-4 / eps 3.125e-4, target sync every 1000 frames,
+1000 frames of random play, replay 100k, batch 32, one update every 4 frames, epsilon 1 -> 0.01
+over 250k frames, MSE loss (not halved), rewards clipped to [-1, 1] for learning, sticky actions
+0.1, all 6 actions). Every hyper-parameter beside Dopamine's value, with file and line, and the
+switch for each difference: BUILD_NOTES.md, "Protocol table: configs/dqn_minatar.py vs Dopamine".
+The MoE paper has no MinAtar config; its Atari DQN uses lr 6.25e-5 / eps 1.5e-4 and an 8000-frame
+target period (``--config.optimizer.learning_rate=6.25e-5 --config.optimizer.eps=1.5e-4``).
+Dopamine's MinAtar network has no hidden dense layer (conv 16 -> Q; ``--config.network.head=none``);
+as in the MinAtar paper and the MoE paper's design, ours has a penultimate layer of 128 units
+(dense) or an MoE with 128-unit experts over the 100 per-pixel tokens, which is the layer the MoE
+replaces. ``dqn.update_period`` counts environment frames of all ``env.num_envs`` environments
+together, so the update-to-data ratio (1/4 updates per frame) does not change with ``num_envs``;
+frames = updates x update_period (MinAtar has no frame skip). Top-1 heads take auxiliary-loss
+weights ``network.importance_weight`` / ``network.load_balancing_weight`` (0: Dopamine's released
+``labs/moes`` configs bind no auxiliary loss). Evaluation: each of ``dqn.eval_envs`` environments
+plays one whole episode, capped at ``dqn.eval_steps`` steps (reported as ``eval_capped``).
 
 Run::
 
@@ -41,27 +49,33 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.env = ml_collections.ConfigDict({"name": "breakout", "num_envs": 1, "sticky_action_prob": 0.1})
   c.network = ml_collections.ConfigDict({
       "encoder": "minatar", "head": "softmoe", "tokenizer": "per_conv", "num_experts": 8,
-      "expert_hidden": 128, "width": 128, "width_multiplier": 1})
+      "expert_hidden": 128, "width": 128, "width_multiplier": 1,
+      # Top-1 auxiliary-loss weights (jaxlab.rl.dqn.td_loss); 0 = Dopamine's released configs
+      "importance_weight": 0.0, "load_balancing_weight": 0.0})
   c.dqn = ml_collections.ConfigDict({
       "gamma": 0.99,
-      "update_period": 4,               # frames between updates (per environment)
+      "update_period": 4,               # environment frames (all envs together) per update
       "target_update_period": 1000,     # frames between target syncs
       "min_replay_history": 1000,       # frames of random play before learning
       "replay_capacity": 100_000,
       "epsilon_end": 0.01,
       "epsilon_decay_frames": 250_000,
       "double_dqn": False,
-      "loss": "mse",
-      "eval_envs": 8, "eval_steps": 2000, "eval_epsilon": 0.001,
+      "loss": "mse",                    # Dopamine's mse_loss, err**2
+      "clip_rewards": True,             # Dopamine's Runner.clip_rewards: learn from clip(r, -1, 1)
+      # Evaluation (Dopamine's MinAtar TrainRunner has none): one whole episode per env, capped
+      # at eval_steps steps per env (27000: Dopamine's default Runner.max_steps_per_episode);
+      # 0 = no evaluation.
+      "eval_envs": 8, "eval_steps": 27_000, "eval_epsilon": 0.001,
   })
-  c.num_steps = frames // (c.dqn.update_period * c.env.num_envs)
+  c.num_steps = frames // c.dqn.update_period
   c.optimizer = ml_collections.ConfigDict({"name": "adam", "learning_rate": 2.5e-4, "eps": 3.125e-4})
   c.skip_nonfinite = True
   if arg == "demo":  # the same Soft-MoE net, smaller; a short schedule (learning barely starts)
     c.network.num_experts, c.network.expert_hidden = 4, 64
     c.dqn.min_replay_history, c.dqn.replay_capacity, c.dqn.epsilon_decay_frames = 1000, 10_000, 4000
     c.dqn.target_update_period, c.dqn.eval_envs, c.dqn.eval_steps = 400, 8, 500
-    c.num_steps = 5000 // (c.dqn.update_period * c.env.num_envs)
+    c.num_steps = 5000 // c.dqn.update_period
     c.steps_per_call, c.log_every, c.eval_every, c.checkpoint_every = 250, 250, 1250, 1250
   if arg == "tiny":
     c.network.num_experts, c.network.expert_hidden, c.network.width = 2, 16, 16

@@ -1,22 +1,39 @@
-r"""Expert-scaling study (issue 9) on a CPU budget: Soft-MoE DQN with 1..8 experts vs dense heads.
+r"""Expert-scaling study (issue 9): Soft-MoE DQN with 1..8 experts vs dense heads and Top-1 MoE.
 
 Paper: Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024
 (Fig. 1/5: returns grow with the number of Soft-MoE experts; widening the dense layer hurts).
-Every cell is ``configs/dqn_minatar.py`` with ``base`` and the cell's ``set`` merged in, its seeds
-vmapped in one program (``runs.seeds``), trained by ``jaxlab.train.trainer.train``::
+Every cell is ``configs/dqn_minatar.py`` with ``base`` and the cell's ``set`` merged in (and, with
+``games``, ``env.name`` set to each game), its seeds vmapped in one program (``runs.seeds``),
+trained by ``jaxlab.train.trainer.train``::
 
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py --measure  # frames/s
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py            # resumable
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py --report_only
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:small \
       --config.out_dir=/tmp/rlx_small --config.workdir=/tmp/rlx_small_runs                  # smoke test
+  python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:full                  # the issue's design
+  python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:full_smoke \
+      --config.out_dir=/tmp/rlx_full_smoke --config.workdir=/tmp/rlx_full_smoke_runs        # its smoke test
 
-The issue asks Breakout and SpaceInvaders, >= 3 seeds and >= 1M frames per cell (~7 h on this
-2-core CPU). This config is the subset that fits ~40 min (arithmetic in NOTES_rlstudy.md):
-Breakout, 3 vmapped seeds, ``frames`` frames per seed; the epsilon decay (250k of 1M frames) and
-the random warm-up (1000 of 1M frames) scale with ``frames``; every other DQN setting is
-Dopamine's MinAtar one. The replay capacity is cut to ``frames`` (100k in Dopamine): the buffer
-never holds more than ``frames`` transitions, so this changes nothing but checkpoint size.
+``full`` is the issue's whole design as one command: Breakout and SpaceInvaders; dense x1 / x4 /
+x8, Soft MoE 1 / 2 / 4 / 8 experts, Top-1 MoE 8 experts; 3 vmapped seeds; 1M frames per run;
+every DQN setting Dopamine's MinAtar one as ``configs/dqn_minatar.py`` has it (replay 100k, epsilon
+over 250k frames, 1000 random frames, MSE, 1/4 updates per frame, rewards clipped); it writes
+``<out_dir>/expert_scaling_full.{json,md,png}``. The Top-1 cell's auxiliary-loss weights are 0
+(``network.importance_weight = network.load_balancing_weight = 0``): Dopamine's released
+``labs/moes`` configs bind no auxiliary loss (``aux_loss(..., loss_fns=())``,
+dopamine/labs/moes/agents/losses.py:215, @ 5873f54), so its Top-1 agent trains on the TD loss
+alone; ``--config.cells.top1_8.set.network.importance_weight=1.0`` is Dopamine's weight when the
+importance loss is switched on (``MoELossParameters.importance_weight``, agents/types.py:53).
+``full_smoke`` runs the same code path (both games, the Top-1 cell with its aux weights) with a
+tiny Top-1 network, 2 seeds and 600 frames, in about a minute.
+
+The default (no argument) is the subset that ran on this 2-core CPU in ~40 min (the issue's
+design is ~7 h here; arithmetic in BUILD_NOTES.md): Breakout, 3 vmapped seeds, ``frames`` frames
+per seed; the epsilon decay (250k of 1M frames) and the random warm-up (1000 of 1M frames) scale
+with ``frames``; every other DQN setting is Dopamine's MinAtar one. The replay capacity is cut to
+``frames`` (100k in Dopamine): the buffer never holds more than ``frames`` transitions, so this
+changes nothing but checkpoint size.
 """
 
 import copy
@@ -40,10 +57,17 @@ def scaled_dqn(frames: int) -> dict:
           "replay_capacity": frames + 1000}
 
 
+ARGS = (None, "", "small", "full", "full_smoke")
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """``arg``: None/"" for the study, "small" for a smoke run (2 cells, ~1k frames, 1 minute)."""
-  if arg not in (None, "", "small"):
-    raise ValueError(f"configs/rl_expert_scaling.py takes no argument or 'small', got {arg!r}")
+  """``arg``: None/"" for the CPU-budget study, "small" for its smoke run (2 cells, ~1k frames),
+  "full" for the issue's design (2 games x 8 cells x 3 seeds x 1M frames), "full_smoke" for a
+  one-minute run of the full design's code path."""
+  if arg not in ARGS:
+    raise ValueError(f"configs/rl_expert_scaling.py takes no argument, 'small', 'full' or 'full_smoke', got {arg!r}")
+  if arg in ("full", "full_smoke"):
+    return _full(smoke=arg == "full_smoke")
   small = arg == "small"
   c = ml_collections.ConfigDict()
   c.name = "rl_expert_scaling"
@@ -55,7 +79,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.measure_steps = 500                          # --measure: 2 calls of 250 updates, the 2nd timed
   frames = 1_200 if small else 30_000
   steps_per_call = 25 if small else 250
-  num_steps = frames // 4                        # update_period 4, one environment
+  num_steps = frames // 4                        # update_period 4 (frames of all envs per update)
   c.base = ml_collections.ConfigDict({
       "env": {"name": "breakout"},
       "num_steps": num_steps, "steps_per_call": steps_per_call,
@@ -81,6 +105,49 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   return c
 
 
+def _full(smoke: bool) -> ml_collections.ConfigDict:
+  """The issue's design (see the module doc); ``smoke``: its code path at toy size."""
+  c = ml_collections.ConfigDict()
+  c.name = "rl_expert_scaling_full"
+  c.kind = "scaling"
+  c.games = ("breakout", "space_invaders")
+  c.seeds = 2 if smoke else 3
+  c.workdir = "runs/rl_expert_scaling_full"
+  c.out_dir = "benchmarks/results/rl"
+  c.prefix = "expert_scaling_full"
+  c.measure_steps = 500
+  frames = 600 if smoke else _DOPAMINE_FRAMES
+  steps_per_call = 25 if smoke else 250
+  num_steps = frames // 4                        # update_period 4: 1/4 updates per frame
+  dqn = {"eval_envs": 32, "eval_steps": 27_000}  # one whole episode per eval env; the rest: dqn_minatar's
+  if smoke:  # decay and warm-up scaled as in the CPU-budget study; a short evaluation cap
+    dqn.update(**scaled_dqn(frames), eval_envs=4, eval_steps=50)
+  c.base = ml_collections.ConfigDict({
+      "num_steps": num_steps, "steps_per_call": steps_per_call,
+      "log_every": steps_per_call if smoke else 10 * steps_per_call,
+      "eval_every": num_steps, "checkpoint_every": (4 if smoke else 100) * steps_per_call,
+      "dqn": dqn,
+  })
+  top1_aux = {"importance_weight": 0.0, "load_balancing_weight": 0.0}  # Dopamine's released configs
+  cells = {
+      "dense": _cell("dense 128 (baseline)", head="dense", width=128, width_multiplier=1),
+      "softmoe_1": _cell("Soft-MoE, 1 expert", head="softmoe", num_experts=1, expert_hidden=128),
+      "softmoe_8": _cell("Soft-MoE, 8 experts", head="softmoe", num_experts=8, expert_hidden=128),
+      "dense_x8": _cell("dense 128 x 8 = 1024", head="dense", width=128, width_multiplier=8),
+      "top1_8": _cell("Top-1 MoE, 8 experts (aux weights 0)", head="top1", num_experts=8, expert_hidden=128,
+                      **top1_aux),
+      "softmoe_4": _cell("Soft-MoE, 4 experts", head="softmoe", num_experts=4, expert_hidden=128),
+      "dense_x4": _cell("dense 128 x 4 = 512", head="dense", width=128, width_multiplier=4),
+      "softmoe_2": _cell("Soft-MoE, 2 experts", head="softmoe", num_experts=2, expert_hidden=128),
+  }
+  if smoke:
+    cells = {"top1_8": cells["top1_8"]}  # two programs (one per game): ~1 min, mostly compilation
+    cells["top1_8"]["set"]["network"].update(expert_hidden=16)
+  c.cells = ml_collections.ConfigDict(cells)
+  c.order = tuple(cells)
+  return c
+
+
 def _merge(config: ml_collections.ConfigDict, settings: Any) -> None:
   """Sets ``settings`` into ``config``; nested dicts merge key by key, anything else replaces."""
   for key, value in dict(settings).items():
@@ -92,13 +159,27 @@ def _merge(config: ml_collections.ConfigDict, settings: Any) -> None:
         config[key] = value.to_dict() if isinstance(value, ml_collections.ConfigDict) else copy.deepcopy(value)
 
 
-def cell_config(study: Any, name: str) -> ml_collections.ConfigDict:
-  """The trainer config of a study's cell: dqn_minatar + ``study.base`` + the cell's ``set``, with
-  ``study.seeds`` vmapped seeds (and ``study.lrs`` as a vmapped learning-rate sweep, if set)."""
+def units(study: Any) -> list[tuple[str, str, str | None]]:
+  """``(key, cell, game)`` of every program the study trains, in run order: one per cell, or with
+  ``study.games`` one per (cell, game), cells outer (``key`` = "game/cell"), so that a budget
+  that ends early leaves whole cells."""
+  games = tuple(study.get("games", None) or ())
+  if not games:
+    return [(name, name, None) for name in study.order]
+  return [(f"{game}/{name}", name, game) for name in study.order for game in games]
+
+
+def cell_config(study: Any, name: str, game: str | None = None) -> ml_collections.ConfigDict:
+  """The trainer config of a study's cell: dqn_minatar + ``study.base`` + the cell's ``set`` (+
+  ``env.name = game``), with ``study.seeds`` vmapped seeds (and ``study.lrs`` as a vmapped
+  learning-rate sweep, if set)."""
   c = load_config("dqn_minatar")
   _merge(c, study.base)
   _merge(c, study.cells[name].set)
   c.name = f"{study.name}/{name}"
+  if game is not None:
+    c.env.name = game
+    c.name = f"{study.name}/{game}/{name}"
   c.runs.seeds = study.seeds
   if study.get("lrs", None):
     c.runs.sweep = (("learning_rate", tuple(study.lrs)),)

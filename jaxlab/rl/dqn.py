@@ -10,7 +10,8 @@ and replay in the step's ``collect``, this loss as its ``loss_fn``, the target n
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import math
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -42,21 +43,69 @@ def epsilon_greedy(q_values: jax.Array, rng: jax.Array, epsilon: jax.Array) -> j
   return jnp.where(explore, random_actions, jnp.argmax(q_values, axis=-1)).astype(jnp.int32)
 
 
+AUX_LOSSES = ("importance_loss", "load_balancing_loss")  # the Top-1 MoE's (jaxlab.moe.top1)
+
+
+def squared_error(error: jax.Array) -> jax.Array:
+  """Dopamine's ``mse_loss``: ``(target - prediction) ** 2``, not halved
+  (dopamine/jax/losses.py:41-43 @ 5873f54)."""
+  return jnp.square(error)
+
+
+def routing_metrics(stats: dict[str, jax.Array]) -> dict[str, jax.Array]:
+  """A network's routing statistics as scalar metrics named ``moe/...``.
+
+  Scalars keep their name. A vector (e.g. ``expert_load [n]``) is logged per element,
+  ``moe/expert_load/0 .. n-1``: its mean would always be 1/n. The load also gets two balance
+  summaries: ``moe/expert_load_entropy`` (entropy / log n: 1 = balanced, 0 = one expert) and
+  ``moe/expert_load_max_share`` (n * max load: 1 = balanced, n = one expert; finite even when an
+  expert gets nothing, unlike a max/min ratio).
+  """
+  out: dict[str, jax.Array] = {}
+  for k, v in stats.items():
+    if jnp.ndim(v) == 0:
+      out[f"moe/{k}"] = v
+    elif jnp.ndim(v) == 1:
+      out.update({f"moe/{k}/{i}": v[i] for i in range(v.shape[0])})
+  load = stats.get("expert_load")
+  if load is not None and jnp.ndim(load) == 1:
+    n = load.shape[0]
+    share = load / jnp.maximum(jnp.sum(load), 1e-30)
+    entropy = -jnp.sum(share * jnp.log(jnp.maximum(share, 1e-30)))
+    out["moe/expert_load_entropy"] = entropy / (math.log(n) if n > 1 else 1.0)
+    out["moe/expert_load_max_share"] = n * jnp.max(share)
+  return out
+
+
 def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: float,
-            double_dqn: bool = False, loss: str = "huber") -> tuple[jax.Array, dict[str, jax.Array]]:
+            double_dqn: bool = False, loss: str = "mse",
+            aux_weights: Mapping[str, float] | None = None) -> tuple[jax.Array, dict[str, jax.Array]]:
   r"""One-step TD loss on a replay batch (``obs, action, reward, discount, next_obs``).
 
   .. math::
     y = r + \gamma\, d\, Q_{\bar\theta}(s', a^*), \quad
     a^* = \arg\max_a Q_{\bar\theta}(s', a)\ \text{(DQN)} \text{ or }
           \arg\max_a Q_\theta(s', a)\ \text{(Double DQN)}, \quad
-    L = \mathrm{mean}\ \ell(Q_\theta(s, a) - y)
+    L = \mathrm{mean}\ \ell(Q_\theta(s, a) - y) + \sum_k w_k\, \mathrm{aux}_k
 
-  with :math:`d = 0` at terminal steps and :math:`\ell` Huber (:math:`\delta = 1`, Dopamine's
-  default) or squared error. Returns the loss and metrics (mean Q, TD error, the network's
-  routing statistics).
+  with :math:`d = 0` at terminal steps and :math:`\ell` the squared error :math:`e^2`
+  (``"mse"``, the default of Dopamine's ``JaxDQNAgent`` and ``DQNMoEAgent``: ``loss_type='mse'``,
+  dopamine/jax/agents/dqn/dqn_agent.py:281, labs/moes/agents/dqn_moe_agent.py:59; its
+  ``mse_loss`` is not halved) or Huber with :math:`\delta = 1` (``"huber"``, Dopamine's
+  ``huber_loss``). ``aux_weights`` maps the network's auxiliary losses (``AUX_LOSSES``, returned
+  by the Top-1 MoE in its stats) to weights :math:`w_k \ge 0`; Dopamine's ``DQNMoEAgent`` adds
+  its weighted auxiliary losses to the TD loss the same way (dqn_moe_agent.py:88-100).
+
+  Returns the loss and metrics: ``td_loss`` (the TD part), ``aux_loss`` (the weighted auxiliary
+  part, with auxiliary losses), mean Q, TD error and the network's routing statistics
+  (:func:`routing_metrics`).
   """
   check(loss in LOSSES, f"loss={loss!r}; choose one of {LOSSES}")
+  aux_weights = dict(aux_weights or {})
+  for name, w in aux_weights.items():
+    check(name in AUX_LOSSES, f"auxiliary loss {name!r}; choose among {AUX_LOSSES}")
+    check(isinstance(w, (int, float)) and math.isfinite(w) and w >= 0,
+          f"{name} weight={w!r}; must be a finite number >= 0 (0 = off)")
   obs, next_obs = batch.obs, batch.next_obs
   q, stats = q_fn(params, obs)
   q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=1)[:, 0]
@@ -69,10 +118,19 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
     next_value = jnp.max(q_next_target, axis=-1)
   target = jax.lax.stop_gradient(batch.reward + gamma * batch.discount * next_value)
   error = q_taken - target
-  value = optax.huber_loss(error, delta=1.0) if loss == "huber" else 0.5 * jnp.square(error)
-  metrics = {"q_mean": jnp.mean(q_taken), "td_abs_error": jnp.mean(jnp.abs(error))}
-  metrics.update({f"moe/{k}": jnp.mean(v) for k, v in stats.items() if jnp.ndim(v) <= 1})
-  return jnp.mean(value), metrics
+  value = optax.huber_loss(error, delta=1.0) if loss == "huber" else squared_error(error)
+  td = jnp.mean(value)
+  metrics = {"td_loss": td, "q_mean": jnp.mean(q_taken), "td_abs_error": jnp.mean(jnp.abs(error))}
+  aux = jnp.zeros((), td.dtype)
+  for name, w in aux_weights.items():
+    if w:
+      check(name in stats, f"{name} weight={w!r} but the network returns no {name!r} "
+            "(only the Top-1 MoE head has auxiliary losses)")
+      aux = aux + w * stats[name]
+  if any(name in stats for name in AUX_LOSSES):
+    metrics["aux_loss"] = aux
+  metrics.update(routing_metrics(stats))
+  return td + aux, metrics
 
 
 def periodic_sync(period: int) -> Callable[[Any], Any]:

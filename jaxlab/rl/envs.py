@@ -79,6 +79,11 @@ class MinAtarEnv:
     return int(self.gymnax_env.num_actions)
 
   @property
+  def episode_length(self) -> int | None:
+    """The length every episode has where the game fixes it (Freeway: 2500), else None."""
+    return FREEWAY_TIME_LIMIT if self.name == "freeway" else None
+
+  @property
   def obs_shape(self) -> tuple[int, int, int]:
     """Shape of one observation, [10, 10, C]."""
     return tuple(self.gymnax_env.obs_shape)

@@ -49,6 +49,10 @@ class QNetwork(nn.Module):
     normalize: Soft MoE l2-normalised routing with a learned scale.
     single_exponential: Soft MoE kernel option (see ``jaxlab.moe.softmoe.soft_moe``).
     patch_size, embedding_size: the "per_patch" tokenizer.
+    importance_weight, load_balancing_weight: weights of the Top-1 head's auxiliary losses in the
+      TD loss (``jaxlab.rl.dqn.td_loss``'s ``aux_weights``, set by the ``dqn_minatar`` task). The
+      module only returns the losses in its stats; the weights live here so that a network
+      config is one set of ``QNetwork`` keyword arguments.
   """
 
   num_actions: int
@@ -64,6 +68,8 @@ class QNetwork(nn.Module):
   single_exponential: bool = False
   patch_size: Sequence[int] = (3, 3)
   embedding_size: int = 64
+  importance_weight: float = 0.0
+  load_balancing_weight: float = 0.0
 
   def _check(self) -> None:
     check(self.num_actions > 0, f"num_actions={self.num_actions}; need >= 1")

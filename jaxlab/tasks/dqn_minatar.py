@@ -1,10 +1,14 @@
 """DQN with (Soft-)MoE value networks on MinAtar, fully on the device, through the shared step.
 
 Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024. Each
-train step is one DQN update: the step's ``collect`` acts ``update_period`` times in
-``env.num_envs`` gymnax environments (epsilon-greedy with the online network), writes the
-transitions to a flashbax replay buffer and samples a batch; the loss is the TD loss against the
-target network in ``TrainState.extra``, synced by ``update_extra``. Environments, the buffer and
+train step is one DQN update: the step's ``collect`` acts in ``env.num_envs`` gymnax environments
+(epsilon-greedy with the online network) until ``dqn.update_period`` environment frames (all
+environments together) have passed, writes the transitions to a flashbax replay buffer and samples
+a batch; the loss is the TD loss against the target network in ``TrainState.extra``, synced by
+``update_extra``. The update-to-data ratio is thus 1 / ``update_period`` updates per frame
+whatever ``num_envs`` is (Dopamine: one update every ``update_period = 4`` agent steps,
+dopamine/jax/agents/dqn/dqn_agent.py:565, ``num_updates_per_train_step = 1``); a ``num_envs``
+that cannot hold it (does not divide ``update_period``) is refused. Environments, the buffer and
 episode statistics live in ``TrainState.data_state``, so a checkpoint holds everything and a
 killed run resumes bit-identically. The buffer starts with ``min_replay_history`` frames of
 uniformly random actions (Dopamine acts with epsilon = 1 and does not train until then).
@@ -27,6 +31,8 @@ from jaxlab.rl.replay import TimeStep, make_replay
 from jaxlab.train.task import TASKS, Task
 
 RETURN_WINDOW = 100  # episode_return = mean over the last 100 completed episodes (all envs)
+# network config key (a QNetwork attribute) -> the Top-1 MoE auxiliary loss it weights (dqn.AUX_LOSSES)
+AUX_WEIGHT_KEYS = {"importance_weight": "importance_loss", "load_balancing_weight": "load_balancing_loss"}
 
 
 class DataState(NamedTuple):
@@ -57,13 +63,38 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
   n_envs = e.num_envs
   check(isinstance(n_envs, int) and n_envs >= 1, f"env.num_envs={n_envs!r}; must be an int >= 1")
   check(isinstance(d.update_period, int) and d.update_period >= 1,
-        f"dqn.update_period={d.update_period!r}; must be an int >= 1")
-  frames_per_step = d.update_period * n_envs
+        f"dqn.update_period={d.update_period!r} environment frames per update; must be an int >= 1 "
+        "(the update-to-data ratio 1/update_period must be > 0; Dopamine: 4)")
+  if d.update_period % n_envs:
+    divisors = [k for k in range(1, d.update_period + 1) if d.update_period % k == 0]
+    raise InputError(f"env.num_envs={n_envs} does not divide dqn.update_period={d.update_period} (environment "
+                     f"frames per update, all environments together: the ratio 1/{d.update_period} updates per "
+                     f"frame must not depend on num_envs); allowed env.num_envs: {divisors}")
+  frames_per_step = d.update_period
+  env_steps_per_update = d.update_period // n_envs
   if d.target_update_period % frames_per_step:
     raise InputError(f"dqn.target_update_period={d.target_update_period} frames must be a multiple of the "
-                     f"{frames_per_step} frames of one update (update_period x env.num_envs)")
+                     f"{frames_per_step} frames of one update (dqn.update_period)")
+  clip_rewards = d.get("clip_rewards", False)
+  check(isinstance(clip_rewards, bool), f"dqn.clip_rewards={clip_rewards!r}; must be True or False")
+  n_eval, eval_cap = d.eval_envs, d.eval_steps
+  check(isinstance(eval_cap, int) and eval_cap >= 0,
+        f"dqn.eval_steps={eval_cap!r}; must be an int >= 0 (steps each evaluation environment may take to "
+        "finish its episode; 0 = no evaluation)")
+  if eval_cap:
+    check(isinstance(n_eval, int) and n_eval >= 1, f"dqn.eval_envs={n_eval!r}; must be an int >= 1")
+    if env.episode_length is not None and eval_cap < env.episode_length:
+      raise InputError(f"dqn.eval_steps={eval_cap} is shorter than one {e.name} episode ({env.episode_length} "
+                       f"steps); allowed: 0 (no evaluation) or >= {env.episode_length}")
   replay = make_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history)
   net = QNetwork(num_actions=env.num_actions, **dict(config.network))
+  aux_weights = {name: getattr(net, key) for key, name in AUX_WEIGHT_KEYS.items()}
+  for key, w in ((key, getattr(net, key)) for key in AUX_WEIGHT_KEYS):
+    check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
+          f"network.{key}={w!r}; must be a finite number >= 0 (0 = off, as Dopamine's released configs)")
+    check(not w or net.head == "top1",
+          f"network.{key}={w!r} but network.head={net.head!r}; only head='top1' has this auxiliary loss "
+          "(set it to 0)")
   obs_shape = env.obs_shape
   if tuple(config.get("obs_shape", obs_shape)) != tuple(obs_shape):
     raise InputError(f"obs_shape={tuple(config.obs_shape)} does not match {e.name}'s observations {obs_shape}")
@@ -81,6 +112,8 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
     else:
       actions = dqn.epsilon_greedy(q_fn(params, data.obs)[0], k_act, epsilon)
     env_state, obs, reward, done, info = env.step(data.env, actions, k_env)
+    if clip_rewards:  # Dopamine's Runner clips the reward the agent learns from, not the return it reports
+      reward = jnp.clip(reward, -1.0, 1.0)
     replay_state = replay.add(data.replay, TimeStep(data.obs, actions, reward, info["discount"]))
     returns, episodes = _push_returns(data.returns, data.episodes, done, env_state.stats.last_return)
     return DataState(env_state, obs, replay_state, returns, episodes)
@@ -104,7 +137,7 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
     epsilon = epsilon_at(state.step)
     k_act, k_sample = jax.random.split(rng)
     data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, state.params, epsilon, k), None), state.data_state,
-                           jax.random.split(k_act, d.update_period))
+                           jax.random.split(k_act, env_steps_per_update))
     batch = replay.sample(data.replay, k_sample)
     metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
                "episodes": data.episodes, "frames": prefill_frames + (state.step + 1) * frames_per_step}
@@ -112,28 +145,43 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
 
   def loss_fn(params, batch, rng, target_params):
     del rng
-    return dqn.td_loss(q_fn, params, target_params, batch, gamma=d.gamma, double_dqn=d.double_dqn, loss=d.loss)
+    return dqn.td_loss(q_fn, params, target_params, batch, gamma=d.gamma, double_dqn=d.double_dqn, loss=d.loss,
+                       aux_weights=aux_weights)
 
   def evaluate(state, rng):
-    """Greedy-ish play (epsilon_eval) in fresh environments: mean return of completed episodes."""
-    k_reset, k_run = jax.random.split(rng)
-    env_state, obs = env.reset(k_reset, d.eval_envs)
+    """Each of ``eval_envs`` fresh environments plays one whole episode (epsilon_eval-greedy).
 
-    def body(carry, k):
-      env_state, obs, total, count = carry
-      k_act, k_env = jax.random.split(k)
+    Runs until every environment has finished its first episode or ``eval_steps`` steps (the cap)
+    have passed, whichever is first. ``eval_return``: mean return of the finished episodes, one
+    per environment, so short episodes are not over-weighted (NaN if none finished);
+    ``eval_episodes``: how many finished; ``eval_capped``: 1 if the cap cut an episode short
+    (its partial return is not counted), else 0; ``eval_steps_run``: steps taken.
+    """
+    k_reset, k_run = jax.random.split(rng)
+    env_state, obs = env.reset(k_reset, n_eval)
+
+    def unfinished(carry):
+      t, _, _, finished, _ = carry
+      return (t < eval_cap) & ~jnp.all(finished)
+
+    def body(carry):
+      t, env_state, obs, finished, returns = carry
+      k_act, k_env = jax.random.split(jax.random.fold_in(k_run, t))
       actions = dqn.epsilon_greedy(q_fn(state.params, obs)[0], k_act, d.eval_epsilon)
       env_state, obs, _, done, _ = env.step(env_state, actions, k_env)
-      total = total + jnp.sum(jnp.where(done, env_state.stats.last_return, 0.0))
-      return (env_state, obs, total, count + jnp.sum(done)), None
+      returns = jnp.where(done & ~finished, env_state.stats.last_return, returns)  # first episode only
+      return t + 1, env_state, obs, finished | done, returns
 
-    init = (env_state, obs, jnp.zeros(()), jnp.zeros((), jnp.int32))
-    (_, _, total, count), _ = jax.lax.scan(body, init, jax.random.split(k_run, d.eval_steps))
-    return {"eval_return": jnp.where(count > 0, total / jnp.maximum(count, 1), jnp.nan),
-            "eval_episodes": count}
+    init = (jnp.zeros((), jnp.int32), env_state, obs, jnp.zeros((n_eval,), jnp.bool_),
+            jnp.zeros((n_eval,), jnp.float32))
+    steps, _, _, finished, returns = jax.lax.while_loop(unfinished, body, init)
+    count = jnp.sum(finished, dtype=jnp.int32)
+    mean = jnp.sum(jnp.where(finished, returns, 0.0)) / jnp.maximum(count, 1)
+    return {"eval_return": jnp.where(count > 0, mean, jnp.nan), "eval_episodes": count,
+            "eval_capped": (count < n_eval).astype(jnp.int32), "eval_steps_run": steps}
 
   return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,
-              evaluate=evaluate if d.eval_steps > 0 else None,
+              evaluate=evaluate if eval_cap > 0 else None,
               init_extra=lambda params: jax.tree.map(jnp.copy, params),
               update_extra=dqn.periodic_sync(d.target_update_period // frames_per_step),
               throughput={"frames": frames_per_step},

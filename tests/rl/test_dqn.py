@@ -11,6 +11,9 @@ import pytest
 from configs import dqn_minatar
 from jaxlab.errors import InputError
 from jaxlab.rl import dqn
+from jaxlab.rl.envs import make_env
+from jaxlab.rl.networks import QNetwork
+from jaxlab.tasks.dqn_minatar import dqn_minatar as make_dqn_task
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.train.trainer import train
 
@@ -34,7 +37,7 @@ def test_td_loss_matches_a_hand_computation(double):
   next_value = 2.0 if not double else 2.0  # both pick action 0 here
   y0 = 1.0 + 0.9 * next_value
   # Sample 1: Q(s,a=1) = -1; terminal (discount 0): y = -1.
-  expected = 0.5 * ((1.0 - y0) ** 2 + (-1.0 - (-1.0)) ** 2) / 2
+  expected = ((1.0 - y0) ** 2 + (-1.0 - (-1.0)) ** 2) / 2  # Dopamine's mse_loss: err**2, not halved
   np.testing.assert_allclose(loss, expected, rtol=1e-6)
   np.testing.assert_allclose(metrics["q_mean"], 0.0, atol=1e-6)
 
@@ -50,12 +53,93 @@ def test_double_dqn_uses_the_online_argmax():
   np.testing.assert_allclose(double["td_abs_error"], 1.0)  # |0 - target[argmax online]| = 1
 
 
+def _reward_only_batch(rewards):
+  """Terminal transitions (discount 0) with a zero network: the TD error is exactly -reward."""
+  n = len(rewards)
+  return SimpleNamespace(obs=jnp.ones((n, 2)), action=jnp.zeros(n, jnp.int32), reward=jnp.asarray(rewards),
+                         discount=jnp.zeros(n), next_obs=jnp.ones((n, 2)))
+
+
+def test_mse_is_dopamines_unhalved_squared_error():
+  zeros = {"w": jnp.zeros((2, 2))}
+  loss, metrics = dqn.td_loss(_linear_q, zeros, zeros, _reward_only_batch([0.5, 3.0]), gamma=0.99, loss="mse")
+  # errors -0.5 and -3: mean(err**2) = (0.25 + 9) / 2 = 4.625 (dopamine/jax/losses.py mse_loss), not 2.3125.
+  # Every intermediate is exact in float32; 4 ulps of slack.
+  np.testing.assert_allclose(loss, 4.625, rtol=4 * 2.0 ** -23)
+  assert float(metrics["td_loss"]) == float(loss)  # no auxiliary loss: the loss is the TD loss
+
+
+def test_td_loss_default_is_dopamines_mse():
+  zeros = {"w": jnp.zeros((2, 2))}
+  batch = _reward_only_batch([0.5, 3.0])
+  default, _ = dqn.td_loss(_linear_q, zeros, zeros, batch, gamma=0.99)
+  mse, _ = dqn.td_loss(_linear_q, zeros, zeros, batch, gamma=0.99, loss="mse")
+  assert float(default) == float(mse)  # the same code path (JaxDQNAgent's loss_type='mse')
+
+
 def test_huber_is_quadratic_then_linear():
   online, target = {"w": jnp.zeros((2, 2))}, {"w": jnp.zeros((2, 2))}
   batch = SimpleNamespace(obs=jnp.ones((2, 2)), action=jnp.array([0, 0]), reward=jnp.array([0.5, 3.0]),
                           discount=jnp.zeros(2), next_obs=jnp.ones((2, 2)))
   loss, _ = dqn.td_loss(_linear_q, online, target, batch, gamma=0.99, loss="huber")
   np.testing.assert_allclose(loss, (0.5 * 0.5 ** 2 + (3.0 - 0.5)) / 2, rtol=1e-6)
+
+
+def test_routing_metrics_log_each_expert_load_and_the_balance():
+  load = jnp.array([0.7, 0.1, 0.1, 0.1])
+  q_fn = lambda params, obs: (obs @ params["w"], {"expert_load": load, "router_entropy": jnp.asarray(0.5)})
+  zeros = {"w": jnp.zeros((2, 2))}
+  _, metrics = dqn.td_loss(q_fn, zeros, zeros, _reward_only_batch([1.0]), gamma=0.99)
+  # The old metric, mean(load), was 1/n whatever the routing did.
+  assert [float(metrics[f"moe/expert_load/{i}"]) for i in range(4)] == [float(x) for x in load]
+  assert "moe/expert_load" not in metrics and float(metrics["moe/router_entropy"]) == 0.5
+  entropy = -(0.7 * np.log(0.7) + 3 * 0.1 * np.log(0.1)) / np.log(4)
+  np.testing.assert_allclose(metrics["moe/expert_load_entropy"], entropy, rtol=1e-5)  # a few float32 ulps of 4 logs
+  np.testing.assert_allclose(metrics["moe/expert_load_max_share"], 2.8, rtol=1e-6)
+
+
+@pytest.mark.parametrize("head", ["softmoe", "top1"])
+def test_moe_networks_log_per_expert_loads(head):
+  net = QNetwork(num_actions=6, head=head, num_experts=4, expert_hidden=8)
+  obs = jax.random.bernoulli(jax.random.key(0), 0.3, (8, 10, 10, 4)).astype(jnp.float32)
+  params = net.init(jax.random.key(1), obs)["params"]
+  q_fn = lambda p, o: net.apply({"params": p}, o)
+  batch = SimpleNamespace(obs=obs, action=jnp.zeros(8, jnp.int32), reward=jnp.ones(8), discount=jnp.ones(8),
+                          next_obs=obs)
+  _, metrics = jax.jit(lambda p: dqn.td_loss(q_fn, p, p, batch, gamma=0.99))(params)
+  loads = np.array([metrics[f"moe/expert_load/{i}"] for i in range(4)])
+  assert np.all(loads >= 0)
+  np.testing.assert_allclose(loads.sum(), 1.0, atol=100 * 2.0 ** -23)  # shares of 100 tokens' weight, float32 sums
+  assert 0.0 <= float(metrics["moe/expert_load_entropy"]) <= 1.0 + 1e-6
+  assert 1.0 - 1e-6 <= float(metrics["moe/expert_load_max_share"]) <= 4.0 + 1e-6
+
+
+def _top1_task_and_batch(**overrides):
+  config = _tiny(**{"network.head": "top1", "network.num_experts": 4, **overrides})
+  task = make_dqn_task(config)
+  params = task.init_params(jax.random.key(0))
+  obs = jax.random.bernoulli(jax.random.key(1), 0.3, (32, 10, 10, 4))
+  batch = SimpleNamespace(obs=obs, action=jnp.arange(32, dtype=jnp.int32) % 6, reward=jnp.ones(32),
+                          discount=jnp.ones(32), next_obs=jnp.roll(obs, 1, axis=0))
+  return task, params, batch
+
+
+@pytest.mark.parametrize("key,name", [("importance_weight", "importance_loss"),
+                                      ("load_balancing_weight", "load_balancing_loss")])
+def test_top1_auxiliary_loss_weight_adds_weight_times_aux(key, name):
+  off_task, params, batch = _top1_task_and_batch()
+  on_task, _, _ = _top1_task_and_batch(**{f"network.{key}": 0.5})
+  off, m_off = jax.jit(lambda p: off_task.loss_fn(p, batch, None, p))(params)
+  on, m_on = jax.jit(lambda p: on_task.loss_fn(p, batch, None, p))(params)
+  aux = float(m_on[f"moe/{name}"])
+  assert aux > 0 and float(m_off["aux_loss"]) == 0.0
+  np.testing.assert_allclose(float(m_on["aux_loss"]), 0.5 * aux, rtol=2 * 2.0 ** -23)  # one float32 product
+  assert float(m_on["td_loss"]) == float(m_off["td_loss"])  # same params, same batch, same program up to the sum
+  # on = td + 0.5 aux: one float32 addition of two positive terms; allow 4 ulps of the sum.
+  np.testing.assert_allclose(float(on) - float(off), 0.5 * aux, atol=4 * 2.0 ** -23 * float(on))
+  grads = lambda task: jax.grad(lambda p: task.loss_fn(p, batch, None, p)[0])(params)
+  router = lambda g: g["Top1MoE_0"]["router"]["kernel"]
+  assert not np.allclose(router(grads(on_task)), router(grads(off_task)))  # the aux loss trains the router
 
 
 def test_linear_epsilon_is_dopamines_schedule():
@@ -102,6 +186,68 @@ def test_eight_vmapped_seeds_equal_single_runs(tmp_path):
   one = train(_tiny(seed=3), str(tmp_path / "one"), devices=jax.devices()[:1], progress=False)
   chex.assert_trees_all_close(jax.tree.map(lambda x: x[3], jax.device_get(many.state.params)),
                               jax.device_get(one.state.params), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("num_envs", [1, 2, 4])
+def test_num_envs_does_not_change_the_update_to_data_ratio(num_envs):
+  task = make_dqn_task(_tiny(**{"env.num_envs": num_envs}))
+  assert task.throughput == {"frames": 4}  # update_period 4: 1/4 updates per frame, Dopamine's
+
+
+def test_two_envs_act_update_period_frames_per_update(tmp_path):
+  result = train(_tiny(**{"env.num_envs": 2}), str(tmp_path), devices=jax.devices()[:1], progress=False)
+  # Vector steps taken: prefill ceil(64 / 2) + 1 = 33, then 4 frames / 2 envs = 2 per update.
+  assert int(result.state.data_state.replay.current_index) == 33 + 2 * result.summary["steps"]
+  assert read_metrics(str(tmp_path))[-1]["frames"] == 33 * 2 + 4 * result.summary["steps"]
+
+
+def _evaluate(config, params_seed=0, rng=jax.random.key(7)):
+  task = make_dqn_task(config)
+  params = task.init_params(jax.random.key(params_seed))
+  return task, params, jax.jit(lambda p, k: task.evaluate(SimpleNamespace(params=p), k))(params, rng)
+
+
+def test_freeway_evaluation_at_the_default_cap_is_finite():
+  """Freeway episodes are always 2500 steps: the old 2000-step window saw none (NaN)."""
+  config = _tiny(**{"env.name": "freeway", "dqn.eval_envs": 2,
+                    "dqn.eval_steps": dqn_minatar.get_config().dqn.eval_steps})
+  _, _, out = _evaluate(config)
+  assert np.isfinite(out["eval_return"]) and int(out["eval_episodes"]) == 2
+  assert int(out["eval_steps_run"]) == 2500 and int(out["eval_capped"]) == 0
+
+
+def test_evaluation_is_the_mean_of_one_full_episode_per_env():
+  config = _tiny(**{"dqn.eval_envs": 4, "dqn.eval_steps": 5000})
+  task, params, out = _evaluate(config)
+  # Reference: the same keys, stepped one at a time; each env's FIRST finished episode only.
+  env, d = make_env("breakout"), config.dqn
+  net = QNetwork(num_actions=6, **dict(config.network))  # a network config is QNetwork's kwargs
+  k_reset, k_run = jax.random.split(jax.random.key(7))
+  state, obs = env.reset(k_reset, 4)
+
+  @jax.jit
+  def one(state, obs, t):
+    k_act, k_env = jax.random.split(jax.random.fold_in(k_run, t))
+    q = net.apply({"params": params}, obs.astype(jnp.float32))[0]
+    state, obs, _, done, _ = env.step(state, dqn.epsilon_greedy(q, k_act, d.eval_epsilon), k_env)
+    return state, obs, done
+
+  first = {}
+  t = 0
+  while len(first) < 4:
+    state, obs, done = one(state, obs, t)
+    t += 1
+    for i in np.flatnonzero(np.asarray(done)):
+      first.setdefault(int(i), float(state.stats.last_return[i]))
+  assert int(out["eval_episodes"]) == 4 and int(out["eval_capped"]) == 0 and int(out["eval_steps_run"]) == t
+  # Returns are small integers: the float32 sum is exact, then one division.
+  np.testing.assert_allclose(float(out["eval_return"]), np.mean(list(first.values())), rtol=2 * 2.0 ** -23)
+
+
+def test_evaluation_reports_the_cap():
+  _, _, out = _evaluate(_tiny(**{"dqn.eval_envs": 4, "dqn.eval_steps": 3}))  # no Breakout episode ends in 3 steps
+  assert int(out["eval_steps_run"]) == 3 and int(out["eval_capped"]) == 1 and int(out["eval_episodes"]) == 0
+  assert np.isnan(out["eval_return"])
 
 
 @pytest.mark.parametrize("overrides,match", [

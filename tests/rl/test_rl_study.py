@@ -6,13 +6,15 @@ import jax
 import pytest
 
 from configs import rl_expert_scaling, rl_momo_dqn
-from configs.rl_expert_scaling import cell_config, run_labels, scaled_dqn
+from configs.rl_expert_scaling import cell_config, run_labels, scaled_dqn, units
+from jaxlab.config_files import load_config
 from jaxlab.optim.config import optimizer_from_config
 from jaxlab.train.runs import runs_from_config
 from jaxlab.train.task import make_task
 from jaxlab.train.validate import validate_trainer_config
 
-STUDIES = [(m, arg) for m in (rl_expert_scaling, rl_momo_dqn) for arg in (None, "small")]
+STUDIES = [(m, arg) for m in (rl_expert_scaling, rl_momo_dqn) for arg in (None, "small")] + [
+    (rl_expert_scaling, "full"), (rl_expert_scaling, "full_smoke")]
 
 
 @pytest.mark.parametrize("module,arg", STUDIES, ids=lambda v: getattr(v, "__name__", str(v)).split(".")[-1])
@@ -20,8 +22,8 @@ def test_every_cell_builds_a_trainer_config(module, arg):
   study = module.get_config(arg)
   assert set(study.order) == set(study.cells)
   params_by_cell = {}
-  for name in study.order:
-    c = cell_config(study, name)
+  for key, name, game in units(study):
+    c = cell_config(study, name, game)
     validate_trainer_config(c)
     runs = runs_from_config(c)
     labels = run_labels(study)
@@ -32,16 +34,40 @@ def test_every_cell_builds_a_trainer_config(module, arg):
     optimizer_from_config(c.optimizer, c.num_steps, swept=tuple(runs.hparams))
     task = make_task(c)
     shapes = jax.eval_shape(task.init_params, jax.random.key(0))
-    params_by_cell[name] = sum(x.size for x in jax.tree.leaves(shapes))
+    params_by_cell[key] = sum(x.size for x in jax.tree.leaves(shapes))
     # Dopamine's settings kept; decay and warm-up scaled with the run length.
     frames = c.num_steps * c.dqn.update_period
     assert c.dqn.target_update_period == 1000 and c.dqn.gamma == 0.99 and c.batch_size == 32
     assert c.dqn.epsilon_decay_frames == scaled_dqn(frames)["epsilon_decay_frames"]
-    assert c.dqn.replay_capacity >= frames
+    if arg == "full":  # Dopamine's replay; shorter runs cut it to what they can fill
+      assert c.dqn.replay_capacity == 100_000
+    else:
+      assert c.dqn.replay_capacity >= frames
     assert c.num_steps % c.steps_per_call == 0 and c.checkpoint_every % c.steps_per_call == 0
   if module is rl_expert_scaling and arg is None:
     assert params_by_cell["dense_x8"] > 7 * params_by_cell["dense"]
     assert params_by_cell["softmoe_8"] > params_by_cell["softmoe_1"]
+
+
+def test_full_expert_scaling_is_the_issues_design_with_dopamines_recipe():
+  study = rl_expert_scaling.get_config("full")
+  assert tuple(study.games) == ("breakout", "space_invaders") and study.seeds >= 3
+  assert set(study.order) == {"dense", "dense_x4", "dense_x8", "softmoe_1", "softmoe_2", "softmoe_4", "softmoe_8",
+                              "top1_8"}
+  assert len(units(study)) == 16
+  recipe = load_config("dqn_minatar").dqn.to_dict()
+  for key, name, game in units(study):
+    c = cell_config(study, name, game)
+    assert c.env.name == game and c.num_steps * c.dqn.update_period == 1_000_000
+    # Every DQN setting is configs/dqn_minatar.py's (Dopamine's), except how evaluation is sampled.
+    assert {k: v for k, v in c.dqn.to_dict().items() if not k.startswith("eval")} == \
+        {k: v for k, v in recipe.items() if not k.startswith("eval")}
+    if name == "top1_8":  # the documented aux weights: Dopamine's released configs bind no aux loss
+      assert c.network.importance_weight == 0.0 and c.network.load_balancing_weight == 0.0
+  widths = {n: cell_config(study, n, "breakout").network.width_multiplier for n in ("dense", "dense_x4", "dense_x8")}
+  assert widths == {"dense": 1, "dense_x4": 4, "dense_x8": 8}
+  experts = {n: cell_config(study, n, "breakout").network.num_experts for n in study.order if "moe" in n or "top1" in n}
+  assert experts == {"softmoe_1": 1, "softmoe_2": 2, "softmoe_4": 4, "softmoe_8": 8, "top1_8": 8}
 
 
 def test_momo_cells_differ_only_in_the_optimizer():
