@@ -32,8 +32,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs import dpot_pde  # noqa: E402
-from jaxlab.pde.data import rollout_eval_data  # noqa: E402
-from jaxlab.tasks.pde_operator import build_model, channels_of, load_datasets, rollout  # noqa: E402
+from jaxlab.tasks.pde_operator import (build_model, channels_of, evaluation_data, load_datasets,  # noqa: E402
+                                       pad_value, rollout, served_sets)
 from jaxlab.train.trainer import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/dpot_study.py", "study config")
@@ -121,8 +121,18 @@ def run_cell(study: Any, name: str) -> dict[str, Any]:
       "train_time_s_per_seed": float(np.mean([c.num_steps / np.mean(s["steps_per_sec"]) / (seeds if vmapped else 1)
                                               for s in summaries])),
       "wall_time_s": wall,
+      "protocol": protocol(c),
       **metrics,
   }
+
+
+def protocol(c: ml_collections.ConfigDict) -> dict[str, Any]:
+  """What a cell's numbers mean: served frames, test horizons, mixture rule, padding, optimizer."""
+  sets = served_sets(c)
+  return {"keep_w0": bool(c.data.get("keep_w0", False)), "t_in": c.t_in,
+          "frames": {s.spec.name: s.num_frames for s in sets}, "t_test": {s.spec.name: s.t_test for s in sets},
+          "mixture_rule": c.data.get("mixture_rule"), "channel_padding": c.data.get("channel_padding"),
+          "optimizer": c.optimizer.to_dict()}
 
 
 def reevaluate(study: Any, name: str, record: dict[str, Any]) -> dict[str, Any]:
@@ -185,7 +195,9 @@ def _fmt(values: list[float] | None) -> str:
 def report(study: Any, results: dict[str, Any]) -> str:
   lines = ["# DPOT study (CPU)", "",
            "L2RE = mean over test trajectories of ||pred - y|| / ||y|| (norms over x, y and time); "
-           "1-step: first predicted frame from true inputs; rollout: every remaining frame, auto-regressive. "
+           "1-step: first predicted frame from true inputs; rollout: the set's t_test frames after the t_in "
+           "inputs, auto-regressive (DPOT's protocol: 20 / 20 / 10 frames of FNO's u for NS nu = 1e-3 / 1e-4 / "
+           "1e-5, every remaining frame for other sets; each record's `protocol` in study.json says which). "
            "Mean ± std over seeds.", "",
            "| cell | what | data set | params | steps x batch | seeds | 1-step L2RE | rollout L2RE | "
            "train s / seed | wall s (all seeds) |",
@@ -231,12 +243,13 @@ def plot_rollout(study: Any, out: str) -> str | None:
       params = jax.tree.map(lambda p: p[0], params)
     datasets = load_datasets(c)
     channels = channels_of(c)
-    e = next(iter(rollout_eval_data(datasets, c.t_in, None, num_channels=channels).values()))
+    e = next(iter(evaluation_data(c, datasets, channels).values()))  # the task's frames and t_test
     i = study.plot_trajectory
     model = build_model(c, channels)
     y = e["y"][i:i + 1]
-    preds[name] = np.asarray(jax.jit(rollout, static_argnums=(0, 3, 4))(
-        model.apply, params, e["x"][i:i + 1], y.shape[3], c.t_out, e["channel_mask"][i:i + 1]))[0, ..., 0]
+    preds[name] = np.asarray(jax.jit(rollout, static_argnums=(0, 3, 4, 6))(
+        model.apply, params, e["x"][i:i + 1], y.shape[3], c.t_out, e["channel_mask"][i:i + 1],
+        pad_value(c)))[0, ..., 0]
     truth, x0 = y[0, ..., 0], e["x"][i, ..., 0]
   if not preds:
     return None

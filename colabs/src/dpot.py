@@ -69,8 +69,9 @@ plt.show()
 #
 # `configs/dpot_pde.py` trains DPOT on vorticity trajectories of FNO's Navier-Stokes problem,
 # generated with exponax on first use and cached under `$JAXLAB_DATA_DIR` (default
-# `~/.cache/jaxlab`). Full size here: 40 trajectories on 64², 51 frames each (~1 min to
-# generate on a CPU); `TINY`: 12 trajectories on 32².
+# `~/.cache/jaxlab`). Full size here: 40 trajectories on 64², 50 frames each (FNO's t = 1..50;
+# the stored initial state w0 is not served, as in DPOT's data; ~1 min to generate on a CPU);
+# `TINY`: 12 trajectories on 32².
 
 # %%
 config = load_config("dpot_pde:tiny" if TINY else "dpot_pde")

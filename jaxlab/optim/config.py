@@ -10,12 +10,21 @@
       "weight_decay": 1e-4,
       "weight_decay_mask": "no_bias_norm",   # no decay on 1-d leaves (biases, norm scales)
       "chain": (("clip_by_global_norm", {"max_norm": 1.0}),),   # GRADIENT_TRANSFORMS, applied first
+      "cycle_momentum": {"base_momentum": 0.85, "max_momentum": 0.95},   # with schedule "onecycle" only
       "freeze": (r"^embed/", r"blocks_0/"),   # params whose path matches are not updated
       # any other key: a keyword argument of the optimizer (unknown ones are an error)
   }
 
 ``swept`` names hyper-parameters that differ between vmapped runs: the optimizer is then built
 with ``optax.inject_hyperparams`` so that they live in its state (``set_hyperparams``).
+
+``cycle_momentum`` is torch ``OneCycleLR``'s ``cycle_momentum=True``: the optimizer's ``b1`` follows
+the one-cycle momentum schedule (max -> base -> max, inverse to the learning rate) through
+``optax.inject_hyperparams``; torch replaces beta1 this way for any optimizer with ``betas``.
+
+torch's ``Adam(weight_decay=wd)`` adds ``wd * p`` to the gradient before the moments (an L2 term,
+not AdamW): ``"chain": (("add_decayed_weights", {"weight_decay": wd}),)`` with ``"name": "adam"``
+(the chain runs first). ``"weight_decay"`` goes to the optimizer itself (e.g. adamw's decoupled decay).
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import optax
 
 from jaxlab.errors import InputError
 from jaxlab.optim.registry import OPTIMIZERS
-from jaxlab.optim.schedules import SCHEDULES
+from jaxlab.optim.schedules import SCHEDULES, onecycle_momentum
 from jaxlab.registry import Registry
 
 # The argument that takes the learning rate, where it is not ``learning_rate``; and the
@@ -42,6 +51,8 @@ GRADIENT_TRANSFORMS.register("clip")(optax.clip)
 GRADIENT_TRANSFORMS.register("adaptive_grad_clip")(optax.adaptive_grad_clip)
 GRADIENT_TRANSFORMS.register("zero_nans")(optax.zero_nans)
 GRADIENT_TRANSFORMS.register("centralize")(optax.centralize)
+# Before "adam" in a chain: torch Adam's L2 weight decay (grad + wd * p enters both moments).
+GRADIENT_TRANSFORMS.register("add_decayed_weights")(optax.add_decayed_weights)
 
 WEIGHT_DECAY_MASKS: dict[str, Callable[[Any], Any] | None] = {
     "all": None,
@@ -109,6 +120,7 @@ def optimizer_from_config(opt_config: Any, num_steps: int, swept: Sequence[str] 
   schedule_kwargs = dict(kwargs.pop("schedule_kwargs", {}) or {})
   mask_name = kwargs.pop("weight_decay_mask", "all") or "all"
   chain = _chain(kwargs.pop("chain", ()))
+  cycle = kwargs.pop("cycle_momentum", None)
   freeze = tuple(kwargs.pop("freeze", ()) or ())
   lr_arg = LR_ARG.get(name, "learning_rate")
 
@@ -136,13 +148,30 @@ def optimizer_from_config(opt_config: Any, num_steps: int, swept: Sequence[str] 
       raise InputError(f"optimizer {name!r} takes no weight-decay mask (weight_decay_mask={mask_name!r})")
     kwargs["mask"] = mask
 
+  if cycle:
+    cycle = dict(cycle)
+    if schedule != "onecycle":
+      raise InputError(f"optimizer.cycle_momentum needs schedule='onecycle', got schedule={schedule!r}")
+    if "b1" not in _parameters(factory):
+      raise InputError(f"optimizer.cycle_momentum sets b1, which optimizer {name!r} does not take")
+    if "b1" in kwargs:
+      raise InputError(f"optimizer.b1={kwargs['b1']} and optimizer.cycle_momentum both set b1 (torch's OneCycleLR "
+                       "replaces beta1 by its momentum cycle); remove optimizer.b1")
+    if "b1" in swept:
+      raise InputError("a swept b1 cannot follow optimizer.cycle_momentum")
+    unknown = sorted(set(cycle) - {"base_momentum", "max_momentum"})
+    if unknown:
+      raise InputError(f"optimizer.cycle_momentum has no key(s) {unknown}; valid: ['base_momentum', 'max_momentum']")
+    shared = {k: schedule_kwargs[k] for k in ("pct_start", "anneal_strategy") if k in schedule_kwargs}
+    kwargs["b1"] = onecycle_momentum(num_steps, **cycle, **shared)
+
   _check_kwargs("optimizer", name, factory, kwargs)
   missing = sorted(set(swept) - set(kwargs))
   if missing:
     raise InputError(f"swept optimizer hyper-parameter(s) {missing} must be set in the optimizer config "
                      f"(it has {sorted(kwargs)})")
-  if swept:
-    static = [k for k in kwargs if k not in swept]
+  if swept or cycle:  # b1 under cycle_momentum is a schedule evaluated at the step count
+    static = [k for k in kwargs if k not in swept and not (cycle and k == "b1")]
     opt = optax.inject_hyperparams(factory, static_args=static)(**kwargs)
   else:
     opt = factory(**kwargs)

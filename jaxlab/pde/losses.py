@@ -42,7 +42,15 @@ def relative_l2_loss(pred: Array, target: Array, mask: Array | None = None) -> A
 
 
 def add_denoising_noise(x: Array, rng: Array, noise_scale: float) -> Array:
-  """DPOT's noise injection (Sec. 3.1; train_temporal.py): x + s * ||x||_{X,Y,T} * N(0, 1) per sample and channel."""
+  """DPOT's noise injection (Sec. 3.1; train_temporal.py:205): x + s * ||x||_{X,Y,T} * N(0, 1) per sample and channel.
+
+  Faithful to the official code, the norm is the L2 norm over all X * Y * T values of one (sample,
+  channel), not their rms: the noise at a grid point has standard deviation s * sqrt(X Y T) * rms(x).
+  So the same ``noise_scale`` is more noise at a finer grid or a longer window: 5e-4 (the official
+  pre-training value, at 128^2 x 10 frames) is 0.20 rms there, 0.10 rms at 64^2 x 10 frames, where
+  s = 1e-3 gives the paper's relative noise. Under DPOT's ones padding a padded channel gets
+  s * sqrt(X Y T) noise too, as officially.
+  """
   scale = jnp.sqrt(jnp.sum(jnp.square(x), axis=(1, 2, 3), keepdims=True))
   return x + noise_scale * scale * jax.random.normal(rng, x.shape, x.dtype)
 
@@ -55,7 +63,8 @@ def make_loss_fn(apply_fn: Callable[..., Any], *, noise_scale: float = 0.0
   ``apply_fn(variables, x)`` is e.g. ``model.apply``. One-step training (T_ar = 1, the
   official pre-training setting) with the relative-L2 loss; a class-logit output, if the model
   has one, is ignored (the official total loss gives it weight 0). ``noise_scale`` > 0 adds
-  the denoising noise (the official pre-training configs use 5e-4, 5e-5 for L).
+  the denoising noise (the official pre-training configs use 5e-4, 5e-5 for L; fine-tuning 0),
+  whose size per grid point grows with sqrt(X Y T_in) (:func:`add_denoising_noise`).
   """
   def loss_fn(params, batch, rng, extra):
     del extra

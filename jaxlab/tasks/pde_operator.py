@@ -2,12 +2,18 @@
 
 Hao et al., "DPOT: Auto-Regressive Denoising Operator Transformer for Large-Scale PDE
 Pre-Training", ICML 2024: predict the next frame(s) from ``t_in`` frames of a trajectory,
-trained on a weighted mixture of data sets (channels zero-padded to a common count and masked
-in the loss) with the official relative-L2 loss and, optionally, denoising noise on the inputs
-(Sec. 3.1). Evaluation rolls the model out auto-regressively on each data set's test
-trajectories and reports the L2 relative error (L2RE) of the first step and of the whole
-rollout, per data set (Sec. 4, "L2RE"). The data are generated locally (``jaxlab.pde.data``)
-and cached on disk once.
+trained on a weighted mixture of data sets with the official relative-L2 loss and, optionally,
+denoising noise on the inputs (Sec. 3.1). Evaluation rolls the model out auto-regressively on
+each data set's test trajectories and reports the L2 relative error (L2RE) of the first step
+and of the whole rollout, per data set (Sec. 4, "L2RE"). The data are generated locally
+(``jaxlab.pde.data``) and cached on disk once.
+
+The protocol follows the official code (thu-ml/DPOT @ dcd2f9a) by default; each difference
+from jaxlab's earlier protocol is a config key (``configs/dpot_pde.py`` documents them):
+``data.mixture_rule`` (draw set i ~ n_train_i x weight_i, utils/griddataset.py:54),
+``data.channel_padding`` (pad missing channels with ones and train on them, griddataset.py:98,
+157), ``data.keep_w0`` (serve FNO's ``u`` frames t = 1..T, without w0) and the per-set test
+horizon ``t_test`` (utils/make_master_file.py, :data:`jaxlab.pde.data.DPOT_T_TEST`).
 
 Every bad setting is refused before any data are generated or anything is compiled, with one
 line naming the config key (:func:`check_config`).
@@ -15,6 +21,7 @@ line naming the config key (:func:`check_config`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Callable, Sequence
 
@@ -24,8 +31,8 @@ import ml_collections
 import numpy as np
 
 from jaxlab.errors import InputError, check
-from jaxlab.pde.data import (DatasetSpec, FNO_VISCOSITIES, PDEDataset, dataset_spec, fno_navier_stokes, get_family,
-                             load_dataset, mixture_batch, rollout_eval_data)
+from jaxlab.pde.data import (MIXTURE_RULES, DatasetSpec, FNO_VISCOSITIES, PDEDataset, dataset_spec, dpot_t_test,
+                             fno_navier_stokes, get_family, load_dataset, mixture_batch, rollout_eval_data)
 from jaxlab.pde.dpot import DPOT
 from jaxlab.pde.fno import FNO2d
 from jaxlab.pde.losses import make_loss_fn, relative_l2_loss
@@ -34,17 +41,26 @@ from jaxlab.train.task import TASKS, Task
 
 MODELS = ("dpot", "fno")
 
+# data.channel_padding: what a data set with fewer channels than the model gets in the missing ones.
+# "ones": DPOT's (utils/griddataset.py:98 pads with torch.ones; the training mask is all ones, :157,
+# so the model is trained to carry the ones forward; only the test mask drops them, :162).
+# "zeros_masked": zeros, left out of the training loss (jaxlab's earlier rule). Evaluation
+# masks padded channels out of the L2RE under both.
+CHANNEL_PADDINGS = {"ones": 1.0, "zeros_masked": 0.0}
+
 
 # ---------------------------------------------------------------- data
 
 def dataset_from_entry(entry: Any, resolution: int) -> DatasetSpec:
   """A data set from its config entry, e.g. ``{"family": "ns_fno", "viscosity": 1e-3, "trajectories": 200}``.
 
-  Keys: ``family``, ``trajectories``, optional ``seed`` and ``name``, and any parameter of the
-  family. An ``ns_fno`` entry at one of FNO's viscosities gets FNO's frame count and our dt
-  (``fno_navier_stokes``); other viscosities need ``num_frames`` and ``dt`` chosen by the caller.
+  Keys: ``family``, ``trajectories``, optional ``seed``, ``name`` and ``t_test`` (the evaluation
+  horizon, read by :func:`served_sets`), and any parameter of the family. An ``ns_fno`` entry at
+  one of FNO's viscosities gets FNO's frame count and our dt (``fno_navier_stokes``); other
+  viscosities need ``num_frames`` and ``dt`` chosen by the caller.
   """
   entry = dict(entry)
+  entry.pop("t_test", None)
   for key in ("family", "trajectories"):
     check(key in entry, f"data.sets entry {entry} has no {key!r} key")
   family, n = entry.pop("family"), entry.pop("trajectories")
@@ -62,6 +78,63 @@ def dataset_specs(config: ml_collections.ConfigDict) -> list[DatasetSpec]:
   return [dataset_from_entry(entry, config.data.resolution) for entry in config.data.sets]
 
 
+@dataclasses.dataclass(frozen=True)
+class ServedSet:
+  """A configured data set as the task serves it: the generated set, the frames used, the test horizon."""
+
+  spec: DatasetSpec
+  first_frame: int  # stored frames skipped: 1 drops an ns_fno set's w0 (data.keep_w0=False)
+  t_test: int       # frames rolled out at evaluation after the first t_in served frames
+
+  @property
+  def num_frames(self) -> int:
+    """Frames per trajectory that training windows and evaluation see."""
+    return self.spec.num_frames - self.first_frame
+
+
+def _is_int(value: Any) -> bool:
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def served_sets(config: ml_collections.ConfigDict) -> list[ServedSet]:
+  """Every configured data set with its served frames and test horizon, checked against ``t_in``.
+
+  Frames: an ``ns_fno`` set's stored frame 0 is w0 (FNO's ``a``); DPOT's NS data are FNO's ``u``
+  frames t = 1..T only (data_generation/preprocess.py:20-28), so w0 is dropped unless
+  ``data.keep_w0``. Test horizon, first match wins: ``data.rollout_steps`` > 0 (every set),
+  the entry's ``t_test``, DPOT's ``t_test`` for an FNO preset (:func:`jaxlab.pde.data.dpot_t_test`:
+  20 / 20 / 10 for nu = 1e-3 / 1e-4 / 1e-5), else every frame after ``t_in``.
+  """
+  d = config.data
+  keep_w0 = d.get("keep_w0", False)
+  check(isinstance(keep_w0, bool), f"data.keep_w0={keep_w0!r} must be True or False")
+  t_in, steps = config.t_in, d.rollout_steps
+  out = []
+  for i, (entry, spec) in enumerate(zip(d.sets, dataset_specs(config))):
+    first = 1 if spec.family == "ns_fno" and not keep_w0 else 0
+    frames = spec.num_frames - first
+    where = f"data set {spec.name!r} (data.sets[{i}])"
+    what = f"{frames} frames" + (" (FNO's u, w0 dropped: data.keep_w0=False)" if first else "")
+    check(t_in + config.t_out <= frames,
+          f"t_in={t_in} + t_out={config.t_out} frames exceed {where}'s {what} per trajectory; "
+          f"t_in + t_out must be <= {frames}")
+    if steps:
+      t_test, term = steps, f"data.rollout_steps={steps}"
+    elif "t_test" in entry:
+      t_test = entry["t_test"]
+      check(_is_int(t_test) and t_test >= 1, f"data.sets[{i}].t_test={t_test!r} must be an int >= 1")
+      term = f"data.sets[{i}].t_test={t_test}"
+    elif dpot_t_test(spec) is not None:
+      t_test = dpot_t_test(spec)
+      term = f"t_test={t_test} (DPOT's for this FNO set; override with data.sets[{i}].t_test)"
+    else:
+      t_test, term = frames - t_in, ""  # every frame after t_in: fits once t_in + t_out does
+    check(t_in + t_test <= frames,
+          f"t_in={t_in} + {term} exceed {where}'s {what}; t_in + the test horizon must be <= {frames}")
+    out.append(ServedSet(spec, first, t_test))
+  return out
+
+
 def channels_of(config: Any) -> int:
   """The model's channel count: ``data.num_channels`` or, if 0, the widest data set's (a config or its dict)."""
   data = config["data"]
@@ -70,9 +143,26 @@ def channels_of(config: Any) -> int:
 
 
 def load_datasets(config: ml_collections.ConfigDict) -> list[PDEDataset]:
-  """The data sets of ``config`` (generated on a cache miss), each with its test split."""
+  """The data sets of ``config`` (generated on a cache miss) as served (:func:`served_sets`), with their test split."""
   d = config.data
-  return [load_dataset(s, d.cache_dir or None, num_test=d.num_test) for s in dataset_specs(config)]
+  return [load_dataset(s.spec, d.cache_dir or None, num_test=d.num_test, first_frame=s.first_frame)
+          for s in served_sets(config)]
+
+
+def pad_value(config: Any) -> float:
+  """The value of padded channels under ``data.channel_padding`` (a config or its dict; default DPOT's ones)."""
+  padding = config["data"].get("channel_padding", "ones")
+  check(padding in CHANNEL_PADDINGS,
+        f"data.channel_padding={padding!r}; allowed: {', '.join(map(repr, CHANNEL_PADDINGS))}")
+  return CHANNEL_PADDINGS[padding]
+
+
+def evaluation_data(config: ml_collections.ConfigDict, datasets: Sequence[PDEDataset],
+                    channels: int) -> dict[str, dict[str, np.ndarray]]:
+  """Per data set: the first ``t_in`` frames of its test trajectories and its ``t_test`` frames after them."""
+  d = config.data
+  return rollout_eval_data(datasets, config.t_in, [s.t_test for s in served_sets(config)], num_channels=channels,
+                           max_trajectories=d.eval_trajectories or None, pad_value=pad_value(config))
 
 
 # ---------------------------------------------------------------- model
@@ -123,14 +213,16 @@ def build_model(config: ml_collections.ConfigDict, channels: int) -> Any:
 # ---------------------------------------------------------------- evaluation
 
 def rollout(apply: Callable[..., Any], params: Any, x0: jax.Array, steps: int, t_out: int,
-            channel_mask: jax.Array | None = None) -> jax.Array:
+            channel_mask: jax.Array | None = None, pad_value: float = 0.0) -> jax.Array:
   """Auto-regressive predictions ``(n, X, Y, steps, C)`` from the first ``t_in`` frames ``x0``.
 
   Each call predicts ``t_out`` frames from the latest ``t_in`` (the window slides by ``t_out``),
-  as DPOT's test-time rollout (Sec. 3.1); the last call's extra frames are dropped.
-  ``channel_mask`` ``(n, C)``: padded channels are set to zero in every prediction. Training
-  inputs have zeros there and the loss ignores those outputs, so they are unconstrained; fed
-  back into the window they would drive the model off its training distribution.
+  as DPOT's test-time rollout (Sec. 3.1; train_temporal.py:264-274); the last call's extra frames
+  are dropped. ``channel_mask`` ``(n, C)``: padded channels are set to ``pad_value`` in every
+  prediction, the value the model saw there in training. Under zero padding the loss ignores
+  those outputs, so they are unconstrained and, fed back into the window, drove rollouts off
+  their training distribution (they exploded); under DPOT's ones the model was trained to output
+  ones there, and the official rollout feeds its own approximate ones back, here the exact ones.
   """
   keep = None if channel_mask is None else jnp.asarray(channel_mask, x0.dtype)[:, None, None, None, :]
 
@@ -138,7 +230,7 @@ def rollout(apply: Callable[..., Any], params: Any, x0: jax.Array, steps: int, t
     out = apply({"params": params}, window)
     pred = out[0] if isinstance(out, tuple) else out
     if keep is not None:
-      pred = pred * keep
+      pred = pred * keep + pad_value * (1 - keep)
     return jnp.concatenate([window[..., t_out:, :], pred], axis=-2), pred
 
   calls = -(-steps // t_out)
@@ -148,18 +240,20 @@ def rollout(apply: Callable[..., Any], params: Any, x0: jax.Array, steps: int, t
 
 
 def rollout_l2re(apply: Callable[..., Any], params: Any, evals: dict[str, dict[str, np.ndarray]],
-                 t_out: int) -> dict[str, jax.Array]:
+                 t_out: int, pad_value: float = 0.0) -> dict[str, jax.Array]:
   """Per data set: mean L2RE of the first predicted frame and of the whole rollout (Hao et al., Sec. 4).
 
   L2RE of one test trajectory = mean over its real channels of ||pred - y|| / ||y||, norms over
-  (X, Y, time) (the official ``SimpleLpLoss``); padded channels are masked out. ``evals`` is
-  :func:`jaxlab.pde.data.rollout_eval_data`'s output.
+  (X, Y, time) (the official ``SimpleLpLoss``); padded channels are masked out, as by the
+  official test mask (utils/griddataset.py:109-115, 162). The rollout L2RE is the official
+  ``test_l2_full`` (train_temporal.py:277). ``evals`` is :func:`jaxlab.pde.data.rollout_eval_data`'s
+  output; ``pad_value`` that of its padded channels.
   """
   out = {}
   for name, e in evals.items():
     mask = jnp.asarray(e["channel_mask"][:, None, None, None, :], jnp.float32)
     y = jnp.asarray(e["y"])
-    pred = rollout(apply, params, jnp.asarray(e["x"]), y.shape[3], t_out, e["channel_mask"])
+    pred = rollout(apply, params, jnp.asarray(e["x"]), y.shape[3], t_out, e["channel_mask"], pad_value)
     n = y.shape[0]
     out[f"l2re_1step/{name}"] = relative_l2_loss(pred[..., :1, :], y[..., :1, :], mask) / n
     out[f"l2re_rollout/{name}"] = relative_l2_loss(pred, y, mask) / n
@@ -168,16 +262,13 @@ def rollout_l2re(apply: Callable[..., Any], params: Any, evals: dict[str, dict[s
 
 # ---------------------------------------------------------------- checks
 
-def _check_windows(config: ml_collections.ConfigDict, specs: Sequence[DatasetSpec]) -> None:
+def _check_windows(config: ml_collections.ConfigDict) -> list[ServedSet]:
   t_in, t_out, steps = config.t_in, config.t_out, config.data.rollout_steps
   for key, value in (("t_in", t_in), ("t_out", t_out)):
-    check(isinstance(value, int) and value >= 1, f"{key}={value!r} must be an int >= 1")
-  check(isinstance(steps, int) and steps >= 0, f"data.rollout_steps={steps!r} must be an int >= 0 (0: all frames)")
-  for s in specs:
-    check(t_in + t_out <= s.num_frames,
-          f"t_in={t_in} + t_out={t_out} frames exceed data set {s.name!r}'s {s.num_frames} frames per trajectory")
-    check(t_in + steps <= s.num_frames,
-          f"t_in={t_in} + data.rollout_steps={steps} exceed data set {s.name!r}'s {s.num_frames} frames")
+    check(_is_int(value) and value >= 1, f"{key}={value!r} must be an int >= 1")
+  check(_is_int(steps) and steps >= 0,
+        f"data.rollout_steps={steps!r} must be an int >= 0 (0: each set's t_test)")
+  return served_sets(config)  # checks t_in + t_out and t_in + t_test against every set's frames
 
 
 def _pretrained_config(workdir: str) -> dict | None:
@@ -204,7 +295,12 @@ def _check_pretrained(config: ml_collections.ConfigDict, channels: int) -> None:
   theirs = channels_of(saved)
   check(theirs == channels,
         f"init_from.workdir={workdir!r} was trained with {theirs} channels, this run's data have {channels}; "
-        f"set data.num_channels={theirs} (missing channels are zero-padded and masked)")
+        f"set data.num_channels={theirs} (missing channels are padded, see data.channel_padding)")
+  # A run saved before the switch existed padded with zeros; the model expects its padding value.
+  padding = saved["data"].get("channel_padding", "zeros_masked")
+  check(padding == config.data.get("channel_padding", "ones"),
+        f"init_from.workdir={workdir!r} was trained with data.channel_padding={padding!r}, this run has "
+        f"{config.data.get('channel_padding', 'ones')!r}; set data.channel_padding={padding!r}")
   for key in ("t_in", "t_out"):
     check(saved.get(key) == config[key], f"init_from.workdir={workdir!r} was trained with {key}={saved.get(key)}, "
           f"this run has {key}={config[key]}")
@@ -217,16 +313,21 @@ def check_config(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], 
   """``(data set specs, channels, model)`` after checking every setting; nothing is generated."""
   check(isinstance(config.data.resolution, int) and config.data.resolution >= 8,
         f"data.resolution={config.data.resolution!r} must be an int >= 8")
-  specs = dataset_specs(config)
-  _check_windows(config, specs)
+  specs = [s.spec for s in _check_windows(config)]
   widest = max(s.num_channels for s in specs)
   channels = channels_of(config)
   check(channels >= widest, f"data.num_channels={channels} is below the widest data set's {widest} channels")
   weights = tuple(config.data.weights)
   check(not weights or len(weights) == len(specs),
         f"data.weights has {len(weights)} entries for {len(specs)} data sets (or give () for equal weights)")
-  check(not weights or (all(np.isfinite(w) and w >= 0 for w in weights) and sum(weights) > 0),
-        f"data.weights={weights} must be finite, >= 0 and not all zero")
+  for i, w in enumerate(weights):
+    check(isinstance(w, (int, float)) and not isinstance(w, bool) and np.isfinite(w) and w >= 0,
+          f"data.weights[{i}]={w!r} in data.weights={weights} must be a finite number >= 0")
+  check(not weights or sum(weights) > 0,
+        f"data.weights={weights} sum to 0; at least one weight must be > 0 (or give () for equal weights)")
+  rule = config.data.get("mixture_rule", MIXTURE_RULES[0])
+  check(rule in MIXTURE_RULES, f"data.mixture_rule={rule!r}; allowed: {', '.join(map(repr, MIXTURE_RULES))}")
+  pad_value(config)  # data.channel_padding is one of CHANNEL_PADDINGS
   model = build_model(config, channels)
   check(config.noise_scale >= 0 and np.isfinite(config.noise_scale),
         f"noise_scale={config.noise_scale!r} must be finite and >= 0")
@@ -243,9 +344,11 @@ def pde_operator(config: ml_collections.ConfigDict) -> Task:
   _, channels, model = check_config(config)
   datasets = load_datasets(config)
   weights = list(d.weights) if d.weights else [1.0] * len(datasets)
+  rule, pad = d.get("mixture_rule", MIXTURE_RULES[0]), pad_value(config)
+  # DPOT's ones are trained on (its training mask is all ones); zeros are masked out of the loss
+  train_on_padding = d.get("channel_padding", "ones") == "ones"
   loss_fn = make_loss_fn(model.apply, noise_scale=config.noise_scale)
-  evals = rollout_eval_data(datasets, config.t_in, d.rollout_steps or None, num_channels=channels,
-                            max_trajectories=d.eval_trajectories or None)
+  evals = evaluation_data(config, datasets, channels)
 
   def init_params(rng):
     x = jnp.zeros((1, d.resolution, d.resolution, config.t_in, channels), jnp.float32)
@@ -253,12 +356,13 @@ def pde_operator(config: ml_collections.ConfigDict) -> Task:
 
   def host_batch(step, rows, seed):
     b = mixture_batch(datasets, weights, seed, step, config.batch_size, rows, config.t_in, config.t_out,
-                      num_channels=channels)
-    return {"x": b["x"], "y": b["y"], "mask": b["channel_mask"][:, None, None, None, :].astype(np.float32)}
+                      num_channels=channels, rule=rule, pad_value=pad)
+    mask = np.ones_like(b["channel_mask"]) if train_on_padding else b["channel_mask"]
+    return {"x": b["x"], "y": b["y"], "mask": mask[:, None, None, None, :].astype(np.float32)}
 
   def evaluate(state, rng):
     del rng
-    return rollout_l2re(model.apply, state.params, evals, config.t_out)
+    return rollout_l2re(model.apply, state.params, evals, config.t_out, pad)
 
   return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               throughput={"samples": config.batch_size},

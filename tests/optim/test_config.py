@@ -87,3 +87,32 @@ def test_swept_hyperparameters_live_in_the_state():
   assert float(state.hyperparams["learning_rate"]) == 0.5
   with pytest.raises(InputError, match="a swept learning_rate needs schedule='constant'"):
     optimizer_from_config(_cfg(name="adam", learning_rate=1e-2, schedule="cosine"), 10, swept=("learning_rate",))
+
+
+def test_onecycle_with_cycle_momentum_sets_lr_and_b1_per_step():
+  """torch OneCycleLR(cycle_momentum=True): b1 goes 0.95 -> 0.85 (at the lr peak) -> 0.95; tests/pde/test_protocol.py
+  checks the whole DPOT recipe against torch's formulas."""
+  opt = optimizer_from_config(_cfg(name="adam", learning_rate=1e-3, schedule="onecycle",
+                                   schedule_kwargs={"pct_start": 0.2, "div_factor": 1e4},
+                                   cycle_momentum={"base_momentum": 0.85, "max_momentum": 0.95}), 10)
+  params = {"w": jnp.ones(2)}
+  state = opt.init(params)
+  b1 = []
+  for _ in range(10):
+    _, state = opt.update({"w": jnp.ones(2)}, state, params)
+    b1.append(float(state.hyperparams["b1"]))   # the value the update just used
+  np.testing.assert_allclose([b1[0], b1[1], b1[-1]], [0.95, 0.85, 0.95], rtol=1e-6)
+  assert all(a < b for a, b in zip(b1[1:-1], b1[2:]))   # rising back while the lr falls
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(cycle_momentum={"base_momentum": 0.85}), "optimizer.cycle_momentum needs schedule='onecycle'"),
+    (dict(schedule="onecycle", b1=0.9, cycle_momentum={"base_momentum": 0.85}),
+     "optimizer.b1=0.9 and optimizer.cycle_momentum both set b1"),
+    (dict(schedule="onecycle", cycle_momentum={"base": 0.85}), r"cycle_momentum has no key\(s\) \['base'\]"),
+    (dict(schedule="onecycle", schedule_kwargs={"pct_start": 0.1}), "puts the one-cycle peak at step 0"),
+    (dict(schedule="onecycle", schedule_kwargs={"anneal_strategy": "exp"}), "anneal_strategy='exp'; allowed"),
+])
+def test_bad_onecycle_settings_name_the_key(kw, match):
+  with pytest.raises(InputError, match=match):
+    optimizer_from_config(_cfg(name="adam", learning_rate=1e-3, **kw), 10)

@@ -71,6 +71,19 @@ def _pretrained_with_two_channels():
   return train(config, tempfile.mkdtemp(), devices=jax.devices()[:1], progress=False)
 
 
+def _pretrained_with_zero_padding():
+  """Fine-tuning with DPOT's ones from a run that padded with zeros (the model saw zeros there)."""
+  pre = tempfile.mkdtemp()
+  saved = dpot_pde.get_config("mixture_tiny")
+  saved.data.channel_padding = "zeros_masked"
+  ckpt = Checkpointer(os.path.join(pre, "checkpoints"), 1, config=saved.to_dict())
+  ckpt.maybe_save(1, {"params": {"w": jnp.zeros(2)}}, final=True)
+  ckpt.close()
+  config = _cfg("mixture_tiny")
+  config.init_from.workdir = pre
+  return train(config, tempfile.mkdtemp(), devices=jax.devices()[:1], progress=False)
+
+
 CASES: list[Case] = [
     ("pde task", "resolution not divisible by the patch", _task(**{"data.resolution": 34}),
      "data.resolution=34 is not divisible by the DPOT patch size 4"),
@@ -89,22 +102,41 @@ CASES: list[Case] = [
      "unknown PDE family 'burgers'"),
     ("pde task", "set without trajectories", _task(**{"data.sets": ({"family": "kolmogorov"},)}),
      "has no 'trajectories' key"),
-    ("pde task", "t_in larger than the trajectories", _task(t_in=9),
-     "t_in=9 + t_out=1 frames exceed data set 'ns_fno_nu1e-03''s 9 frames"),
+    ("pde task", "t_in larger than the trajectories", _task(t_in=8),
+     "t_in=8 + t_out=1 frames exceed data set 'ns_fno_nu1e-03' (data.sets[0])'s 8 frames (FNO's u, w0 dropped"),
     ("pde task", "t_in=0", _task(t_in=0), "t_in=0 must be an int >= 1"),
-    ("pde task", "rollout longer than the trajectories", _task(**{"data.rollout_steps": 7}),
-     "t_in=3 + data.rollout_steps=7 exceed data set 'ns_fno_nu1e-03''s 9 frames"),
+    ("pde task", "rollout longer than the trajectories", _task(**{"data.rollout_steps": 6}),
+     "t_in=3 + data.rollout_steps=6 exceed data set 'ns_fno_nu1e-03' (data.sets[0])'s 8 frames"),
+    ("pde task", "a set's t_test longer than its trajectories",
+     _task(**{"data.sets": ({"family": "ns_fno", "viscosity": 1e-3, "trajectories": 12, "num_frames": 8,
+                             "t_test": 6},)}),
+     "t_in=3 + data.sets[0].t_test=6 exceed data set 'ns_fno_nu1e-03' (data.sets[0])'s 8 frames"),
+    ("pde task", "t_in too long for DPOT's t_test of an FNO set", _task("mixture", t_in=12),
+     "t_in=12 + t_test=20 (DPOT's for this FNO set; override with data.sets[1].t_test) exceed data set "
+     "'ns_fno_nu1e-04' (data.sets[1])'s 30 frames (FNO's u, w0 dropped: data.keep_w0=False); "
+     "t_in + the test horizon must be <= 30"),
+    ("pde task", "t_test of 0", _task(**{"data.sets": ({"family": "ns_fno", "trajectories": 12, "num_frames": 8,
+                                                        "t_test": 0},)}),
+     "data.sets[0].t_test=0 must be an int >= 1"),
     ("pde task", "num_channels below the widest set", _task("mixture_tiny", **{"data.num_channels": 1}),
      "data.num_channels=1 is below the widest data set's 2 channels"),
     ("pde task", "weights of another length", _task("mixture_tiny", **{"data.weights": (1.0,)}),
      "data.weights has 1 entries for 2 data sets"),
     ("pde task", "negative weight", _task("mixture_tiny", **{"data.weights": (1.0, -1.0)}),
-     "data.weights=(1.0, -1.0) must be finite, >= 0"),
+     "data.weights[1]=-1.0 in data.weights=(1.0, -1.0) must be a finite number >= 0"),
+    ("pde task", "weights summing to zero", _task("mixture_tiny", **{"data.weights": (0.0, 0.0)}),
+     "data.weights=(0.0, 0.0) sum to 0; at least one weight must be > 0"),
+    ("pde task", "unknown mixture rule", _task("mixture_tiny", **{"data.mixture_rule": "sizes"}),
+     "data.mixture_rule='sizes'; allowed: 'size_times_weight', 'weight'"),
+    ("pde task", "unknown channel padding", _task(**{"data.channel_padding": "zeros"}),
+     "data.channel_padding='zeros'; allowed: 'ones', 'zeros_masked'"),
     ("pde task", "negative noise", _task(noise_scale=-1e-3), "noise_scale=-0.001 must be finite and >= 0"),
     ("pde task", "non-finite values in the data", _non_finite_data,
      "data set 'ns_fno_nu1e-03': loaded trajectory 1 has non-finite values"),
     ("pde task", "checkpoint with other channels than the data", _pretrained_with_two_channels,
      "was trained with 2 channels, this run's data have 1; set data.num_channels=2"),
+    ("pde task", "checkpoint with another channel padding", _pretrained_with_zero_padding,
+     "was trained with data.channel_padding='zeros_masked', this run has 'ones'; set data.channel_padding="),
 ]
 
 

@@ -132,12 +132,22 @@ def test_l2re_of_a_perfect_predictor_is_zero_and_padding_is_masked():
   assert off["l2re_rollout/decay"] > off["l2re_1step/decay"]
 
 
+def _mixed_batch(task, padded_rows):
+  """The first batch of 8 rows holding both data sets (NS is drawn 10/14 of the time), and its padded rows."""
+  for step in range(50):
+    batch = task.host_batch(step, np.arange(8), 0)
+    rows = padded_rows(batch)
+    if 0 < rows.sum() < 8:
+      return batch, rows
+  raise AssertionError("no batch with both data sets in 50 steps")
+
+
 def test_padded_channel_contributes_nothing_to_the_loss(cache):
-  task = pde_operator(_config(cache))
+  config = _config(cache)
+  config.data.channel_padding = "zeros_masked"   # jaxlab's earlier rule (the default is DPOT's ones)
+  task = pde_operator(config)
   params = task.init_params(jax.random.key(0))
-  batch = task.host_batch(3, np.arange(8), 0)
-  one_channel = batch["mask"][:, 0, 0, 0, 1] == 0
-  assert 0 < one_channel.sum() < 8  # both data sets in this batch
+  batch, one_channel = _mixed_batch(task, lambda b: b["mask"][:, 0, 0, 0, 1] == 0)
   assert not np.any(batch["x"][one_channel, ..., 1]) and not np.any(batch["y"][one_channel, ..., 1])
   noisy = dict(batch, y=batch["y"].copy())
   noisy["y"][one_channel, ..., 1] = 5.0   # a wrong target in the padded channel
@@ -149,16 +159,40 @@ def test_padded_channel_contributes_nothing_to_the_loss(cache):
   assert float(grad(params, unmasked)[0]) != float(loss)   # the mask is what hides it
 
 
+def test_dpots_ones_padding_is_trained_on_and_kept_in_the_rollout(cache):
+  """DPOT pads missing channels with ones (utils/griddataset.py:98) and its training mask is all ones
+  (:157): the padded channel is a target like any other. Only the evaluation masks it out."""
+  task = pde_operator(_config(cache))   # default data.channel_padding="ones"
+  params = task.init_params(jax.random.key(0))
+  # NS rows: channel 1 is padding (diffusion-reaction's v is never exactly 1.0)
+  batch, one_channel = _mixed_batch(task, lambda b: b["x"][:, 0, 0, 0, 1] == 1.0)
+  assert np.all(batch["x"][one_channel, ..., 1] == 1) and np.all(batch["y"][one_channel, ..., 1] == 1)
+  assert np.all(batch["mask"] == 1)
+  wrong = dict(batch, y=batch["y"].copy())
+  wrong["y"][one_channel, ..., 1] = 5.0
+  loss = jax.jit(lambda p, b: task.loss_fn(p, b, jax.random.key(2), None)[0])
+  assert float(loss(params, wrong)) != float(loss(params, batch))   # trained on: the padded target counts
+
+  def junk(variables, window):   # predicts 7 everywhere: the rollout must put the ones back
+    return jnp.full(window[..., -1:, :].shape, 7.0)
+  x = jnp.asarray(batch["x"][one_channel][:1])
+  pred = rollout(junk, None, x, 3, 1, jnp.array([[1.0, 0.0]]), pad_value=1.0)
+  assert np.all(np.asarray(pred[..., 1]) == 1.0) and np.all(np.asarray(pred[..., 0]) == 7.0)
+
+
 def test_mixture_weights_reach_the_batches(cache):
-  def share_of_two_channel_rows(weights):
+  def share_of_two_channel_rows(weights, rule):
     config = _config(cache, batch_size=16)
-    config.data.weights = weights
+    config.data.weights, config.data.mixture_rule = weights, rule
+    config.data.channel_padding = "zeros_masked"   # the mask then tells the 2-channel rows
     task = pde_operator(config)
     masks = [task.host_batch(step, np.arange(16), 0)["mask"][:, 0, 0, 0, 1] for step in range(40)]
     return float(np.mean(np.concatenate(masks)))
-  share = share_of_two_channel_rows((3.0, 1.0))
-  assert abs(share - 0.25) < 4 * np.sqrt(0.25 * 0.75 / 640), share   # 640 rows, 4 sigma
-  assert share_of_two_channel_rows((0.0, 1.0)) == 1.0
+  # DPOT's rule: ~ training trajectories x weight; NS has 10, diffusion-reaction 4 (12 and 6, 2 test each)
+  for rule, expected in (("size_times_weight", 4 * 1 / (10 * 3 + 4 * 1)), ("weight", 0.25)):
+    share = share_of_two_channel_rows((3.0, 1.0), rule)
+    assert abs(share - expected) < 4 * np.sqrt(expected * (1 - expected) / 640), (rule, share)  # 640 rows, 4 sigma
+    assert share_of_two_channel_rows((0.0, 1.0), rule) == 1.0
 
 
 def test_fine_tune_from_the_mixture_with_a_new_head_and_frozen_blocks(cache, one_device, tmp_path):

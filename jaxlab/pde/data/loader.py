@@ -4,12 +4,15 @@ A *window* is ``t_in`` consecutive frames of one trajectory (the input x) and th
 after them (the target y), as in DPOT's auto-regressive pre-training (Hao et al., ICML 2024):
 x (n, X, Y, t_in, C), y (n, X, Y, t_out, C), float32.
 
-The multi-data-set mixture draws, per global-batch row, a data set (with the given weights), a
-training trajectory and a start frame from ``default_rng([tag, seed, step])``; only then are the
-requested ``rows`` read. Every process of a multi-host run computes the same (cheap, integer)
-plan for the whole global batch and materialises only its own rows, and a resumed run at step
-s sees the batch it would have seen: there is no iterator state to checkpoint. Channels are
-zero-padded to a common C with a mask; all data sets must share the grid.
+The multi-data-set mixture draws, per global-batch row, a data set, a training trajectory and a
+start frame from ``default_rng([tag, seed, step])``; only then are the requested ``rows`` read.
+Every process of a multi-host run computes the same (cheap, integer) plan for the whole global
+batch and materialises only its own rows, and a resumed run at step s sees the batch it would
+have seen: there is no iterator state to checkpoint. Data set i is drawn with probability
+proportional to (training trajectories_i x weight_i), as DPOT's sampler (``rule="size_times_weight"``,
+:func:`mixture_probabilities`), or to weight_i alone (``rule="weight"``). Channels are padded to a
+common C (with zeros, or DPOT's ones: ``pad_value``) and come with a mask of the real channels;
+all data sets must share the grid.
 
 Train/test split is by trajectory: the last ``num_test`` trajectories of each set are test
 trajectories, never drawn by the training sampler.
@@ -29,6 +32,13 @@ from jaxlab.pde.data.families import get_family
 from jaxlab.pde.data.spec import DatasetSpec
 
 _PLAN_TAG = 0x5D07  # separates these streams from other uses of (seed, step)
+
+# How the mixture weighs its data sets (``mixture_probabilities``). DPOT's MixedTemporalDataset
+# (thu-ml/DPOT @ dcd2f9a, utils/griddataset.py:53-56, 133-140) concatenates weight_i copies of each
+# set's n_i training samples and shuffles them, so one draw picks set i with probability
+# n_i w_i / sum_j n_j w_j: "size_times_weight". "weight": w_i / sum_j w_j, whatever the sizes.
+SIZE_TIMES_WEIGHT, WEIGHT = "size_times_weight", "weight"
+MIXTURE_RULES = (SIZE_TIMES_WEIGHT, WEIGHT)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -91,12 +101,20 @@ def make_dataset(name: str, trajectories: np.ndarray, *, num_test: int | None = 
 
 
 def load_dataset(spec: DatasetSpec, cache_dir: str | os.PathLike | None = None, *,
-                 num_test: int | None = None, chunk_size: int = 32, progress: bool = True,
-                 verify_finite: bool = True) -> PDEDataset:
-  """The generated (cached) data set of ``spec`` with its train/test split."""
+                 num_test: int | None = None, first_frame: int = 0, chunk_size: int = 32,
+                 progress: bool = True, verify_finite: bool = True) -> PDEDataset:
+  """The generated (cached) data set of ``spec`` with its train/test split.
+
+  ``first_frame`` > 0 serves only stored frames ``first_frame, ...`` of every trajectory (a view of
+  the memory map, nothing is copied): 1 drops the initial state w0 of an ``ns_fno`` set, so that
+  the frames are FNO's ``u`` (t = 1..T), the frames DPOT trains and tests on.
+  """
+  check(isinstance(first_frame, int) and 0 <= first_frame < spec.num_frames - 1,
+        f"first_frame={first_frame!r} must be an int in [0, {spec.num_frames - 2}] for data set {spec.name!r} "
+        f"({spec.num_frames} stored frames)")
   array = store.load_or_generate(spec, cache_dir, chunk_size=chunk_size, progress=progress,
                                  verify_finite=verify_finite)
-  return make_dataset(spec.name, array, num_test=num_test,
+  return make_dataset(spec.name, array[:, first_frame:], num_test=num_test,
                       channel_names=get_family(spec.family).channel_names, verify_finite=False)
 
 
@@ -116,27 +134,42 @@ def _check_window(datasets: Sequence[PDEDataset], t_in: int, t_out: int) -> None
           f"data set {ds.name!r}: t_in + t_out = {t_in + t_out} exceeds its {ds.num_frames} frames")
 
 
-def _check_weights(datasets: Sequence[PDEDataset], weights: Sequence[float]) -> np.ndarray:
+def mixture_probabilities(datasets: Sequence[PDEDataset], weights: Sequence[float], split: str = "train",
+                          rule: str = SIZE_TIMES_WEIGHT) -> np.ndarray:
+  """(len(datasets),) float64: the probability that one row of a batch comes from each data set.
+
+  ``rule="size_times_weight"`` (DPOT's; see ``MIXTURE_RULES``): proportional to the number of
+  ``split`` trajectories times the weight, e.g. sizes (220, 100) with weights (1, 1) give
+  (220/320, 100/320). ``rule="weight"``: proportional to the weights alone.
+  """
+  check(rule in MIXTURE_RULES, f"mixture rule={rule!r}; allowed: {', '.join(map(repr, MIXTURE_RULES))}")
   w = np.asarray(weights, np.float64)
   check(len(datasets) >= 1 and w.shape == (len(datasets),),
         f"need one weight per data set: {len(datasets)} data sets, weights shape {w.shape}")
   check(bool(np.all(np.isfinite(w)) and np.all(w >= 0) and w.sum() > 0),
         f"weights={list(weights)} must be finite, >= 0 and not all zero")
-  return w / w.sum()
+  sizes = np.asarray([len(ds.split_indices(split)) for ds in datasets], np.float64)
+  for ds, wi, size in zip(datasets, w, sizes):
+    check(wi == 0 or size > 0, f"data set {ds.name!r} has no {split} trajectories but weight > 0")
+  mass = w * sizes if rule == SIZE_TIMES_WEIGHT else w
+  return mass / mass.sum()
 
 
 def mixture_plan(datasets: Sequence[PDEDataset], weights: Sequence[float], seed: int, step: int,
-                 global_batch_size: int, t_in: int, t_out: int, split: str = "train") -> MixturePlan:
-  """The composition of global batch ``step``, a function of its arguments only (module docstring)."""
+                 global_batch_size: int, t_in: int, t_out: int, split: str = "train",
+                 rule: str = SIZE_TIMES_WEIGHT) -> MixturePlan:
+  """The composition of global batch ``step``, a function of its arguments only (module docstring).
+
+  Rows are drawn i.i.d. (with replacement) with :func:`mixture_probabilities`; DPOT's epochs
+  shuffle the weighted concatenation (without replacement), which has the same per-row law.
+  """
   check(isinstance(seed, (int, np.integer)) and seed >= 0, f"seed={seed!r} must be an int >= 0")
   check(isinstance(step, (int, np.integer)) and step >= 0, f"step={step!r} must be an int >= 0")
   check(isinstance(global_batch_size, (int, np.integer)) and global_batch_size >= 1,
         f"global_batch_size={global_batch_size!r} must be an int >= 1")
   _check_window(datasets, t_in, t_out)
-  probs = _check_weights(datasets, weights)
+  probs = mixture_probabilities(datasets, weights, split, rule)
   pools = [len(ds.split_indices(split)) for ds in datasets]
-  for ds, p, size in zip(datasets, probs, pools):
-    check(p == 0 or size > 0, f"data set {ds.name!r} has no {split} trajectories but weight > 0")
   rng = np.random.default_rng([_PLAN_TAG, int(seed), int(step)])
   u = rng.random((global_batch_size, 3))
   # Categorical by inverse CDF of our own (not rng.choice), so the plan only relies on
@@ -185,21 +218,22 @@ def _window(ds: PDEDataset, trajectory: int, start: int, length: int) -> np.ndar
 
 def mixture_batch(datasets: Sequence[PDEDataset], weights: Sequence[float], seed: int, step: int,
                   global_batch_size: int, rows: Sequence[int] | np.ndarray | None, t_in: int,
-                  t_out: int, *, num_channels: int | None = None,
-                  split: str = "train") -> dict[str, np.ndarray]:
+                  t_out: int, *, num_channels: int | None = None, split: str = "train",
+                  rule: str = SIZE_TIMES_WEIGHT, pad_value: float = 0.0) -> dict[str, np.ndarray]:
   """Rows ``rows`` (None: all) of global batch ``step`` of the weighted multi-data-set mixture.
 
-  Returns x (n, X, Y, t_in, C) and y (n, X, Y, t_out, C) float32 with missing channels zero,
-  dataset (n,) int32 (position in ``datasets``) and channel_mask (n, C) bool (True = real
-  channel); n = len(rows). C = ``num_channels`` or the widest data set's channel count.
+  Returns x (n, X, Y, t_in, C) and y (n, X, Y, t_out, C) float32 with missing channels set to
+  ``pad_value`` (DPOT pads with 1.0: utils/griddataset.py:98), dataset (n,) int32 (position in
+  ``datasets``) and channel_mask (n, C) bool (True = real channel); n = len(rows).
+  C = ``num_channels`` or the widest data set's channel count. ``rule``: :func:`mixture_probabilities`.
   """
   grid = _common_grid(datasets)
   channels = _common_channels(datasets, num_channels)
-  plan = mixture_plan(datasets, weights, seed, step, global_batch_size, t_in, t_out, split)
+  plan = mixture_plan(datasets, weights, seed, step, global_batch_size, t_in, t_out, split, rule)
   rows = _rows(rows, global_batch_size)
   n = len(rows)
-  x = np.zeros((n, *grid, t_in, channels), np.float32)
-  y = np.zeros((n, *grid, t_out, channels), np.float32)
+  x = np.full((n, *grid, t_in, channels), pad_value, np.float32)
+  y = np.full((n, *grid, t_out, channels), pad_value, np.float32)
   mask = np.zeros((n, channels), bool)
   for j, r in enumerate(rows):
     ds = datasets[plan.dataset[r]]
@@ -219,29 +253,34 @@ def windows(dataset: PDEDataset, seed: int, step: int, batch_size: int, t_in: in
   return dict(x=batch["x"], y=batch["y"])
 
 
-def rollout_eval_data(datasets: Sequence[PDEDataset], t_in: int, num_steps: int | None = None, *,
-                      num_channels: int | None = None,
-                      max_trajectories: int | None = None) -> dict[str, dict[str, np.ndarray]]:
+def rollout_eval_data(datasets: Sequence[PDEDataset], t_in: int,
+                      num_steps: int | Sequence[int | None] | None = None, *,
+                      num_channels: int | None = None, max_trajectories: int | None = None,
+                      pad_value: float = 0.0) -> dict[str, dict[str, np.ndarray]]:
   """Per data set (by name): its test trajectories' first ``t_in`` frames and the next ``num_steps``.
 
-  ``num_steps`` defaults to every remaining frame of each set. Each entry holds x
-  (n, X, Y, t_in, C), y (n, X, Y, num_steps, C), dataset (n,) int32 and channel_mask (n, C),
-  padded like :func:`mixture_batch`, for auto-regressive rollout and its relative L2 error.
+  ``num_steps``: one count for every set, or one per set (DPOT's per-set ``t_test``); None (or a
+  None entry) = every remaining frame of that set. As DPOT's test set (utils/griddataset.py:158-162),
+  every test trajectory starts at its first served frame. Each entry holds x (n, X, Y, t_in, C),
+  y (n, X, Y, steps, C), dataset (n,) int32 and channel_mask (n, C), padded like
+  :func:`mixture_batch`, for auto-regressive rollout and its relative L2 error.
   """
   names = [ds.name for ds in datasets]
   check(len(set(names)) == len(names), f"data set names must be unique, got {names}")
   _common_grid(datasets)
   channels = _common_channels(datasets, num_channels)
+  per_set = list(num_steps) if isinstance(num_steps, (list, tuple)) else [num_steps] * len(datasets)
+  check(len(per_set) == len(datasets), f"num_steps has {len(per_set)} entries for {len(datasets)} data sets")
   out = {}
   for d, ds in enumerate(datasets):
-    steps = ds.num_frames - t_in if num_steps is None else num_steps
+    steps = ds.num_frames - t_in if per_set[d] is None else per_set[d]
     check(steps >= 1, f"data set {ds.name!r}: no frames left after t_in={t_in}")
     _check_window([ds], t_in, steps)
     test = ds.split_indices("test")[:max_trajectories]
     check(len(test) > 0, f"data set {ds.name!r} has no test trajectories (num_test=0)")
     frames = np.asarray(ds.trajectories[test[0]:test[-1] + 1, :t_in + steps])  # (n, t, X, Y, c)
     frames = np.moveaxis(frames, 1, 3)  # (n, X, Y, t, c)
-    padded = np.zeros((*frames.shape[:4], channels), np.float32)
+    padded = np.full((*frames.shape[:4], channels), pad_value, np.float32)
     padded[..., :ds.num_channels] = frames
     mask = np.zeros((len(test), channels), bool)
     mask[:, :ds.num_channels] = True

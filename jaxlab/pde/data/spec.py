@@ -118,6 +118,24 @@ def fno_navier_stokes(viscosity: float, num_trajectories: int, *, seed: int = 0,
                       solver_resolution=solver_resolution, name=f"ns_fno_nu{matches[0]:.0e}", **params)
 
 
+# DPOT's test horizon for FNO's three sets (thu-ml/DPOT @ dcd2f9a, utils/make_master_file.py: 't_test'
+# at lines 44, 30, 17): frames predicted auto-regressively after t_in = 10 frames of FNO's ``u``
+# (which starts at t = 1; w0 is FNO's ``a`` and not in DPOT's data), 20 / 20 / 10 for nu = 1e-3 /
+# 1e-4 / 1e-5. So DPOT tests t = 11..30, 11..30 and 11..20 of trajectories of T = 50 / 30 / 20.
+DPOT_T_TEST: dict[float, int] = {1e-3: 20, 1e-4: 20, 1e-5: 10}
+
+
+def dpot_t_test(spec: DatasetSpec) -> int | None:
+  """DPOT's test horizon for an FNO preset (``ns_fno`` at an FNO viscosity with its frame count), else None."""
+  if spec.family != "ns_fno":
+    return None
+  params = spec.param_dict
+  for nu, (num_frames, _) in FNO_VISCOSITIES.items():
+    if abs(params["viscosity"] - nu) <= 1e-12 and params["num_frames"] == num_frames:
+      return DPOT_T_TEST[nu]
+  return None
+
+
 def default_mixture(num_trajectories: int = 1000, *, seed: int = 0,
                     resolution: int = 64) -> list[DatasetSpec]:
   """The five 64^2 sets for multi-data-set pre-training: FNO NS x3, Kolmogorov, diffusion-reaction.

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from jaxlab.errors import InputError
-from jaxlab.pde.data import make_dataset, mixture_batch, mixture_plan, rollout_eval_data, windows
+from jaxlab.pde.data import (make_dataset, mixture_batch, mixture_plan, mixture_probabilities, rollout_eval_data,
+                             windows)
 
 
 def _coded(n, frames, channels, grid=4, offset=0):
@@ -55,8 +56,9 @@ def test_shapes_dtypes_and_consecutive_frames(sets):
 
 
 def test_weights_are_honoured(sets):
-  b = mixture_batch(sets, [1.0, 3.0, 0.0], 1, 2, 20000, [0], 1, 1)  # one row read, plan for all
-  plan = mixture_plan(sets, [1.0, 3.0, 0.0], 1, 2, 20000, 1, 1)
+  # rule="weight": proportional to the weights alone (the sizes 8 / 5 / 4 do not count)
+  b = mixture_batch(sets, [1.0, 3.0, 0.0], 1, 2, 20000, [0], 1, 1, rule="weight")  # one row read, plan for all
+  plan = mixture_plan(sets, [1.0, 3.0, 0.0], 1, 2, 20000, 1, 1, rule="weight")
   freq = np.bincount(plan.dataset, minlength=3) / 20000
   np.testing.assert_allclose(freq, [0.25, 0.75, 0.0], atol=0.015)  # ~5 sigma
   assert b["x"].shape[0] == 1
@@ -65,6 +67,43 @@ def test_weights_are_honoured(sets):
   np.testing.assert_array_equal(np.unique(plan.start[a]), np.arange(12 - 2 + 1))
   np.testing.assert_array_equal(np.unique(plan.trajectory[a]), np.arange(8))
   assert np.bincount(plan.trajectory[a]).min() > 0.7 * a.sum() / 8
+
+
+def _sized(*num_train, frames=4):
+  return [make_dataset(f"s{i}", _coded(n + 1, frames, 1, grid=2, offset=100 * i), num_test=1)
+          for i, n in enumerate(num_train)]
+
+
+def test_default_mixture_rule_is_dpots_size_times_weight():
+  """DPOT's sampler (utils/griddataset.py:54): set i ~ n_train_i x w_i, so sizes (220, 100) at weights (1, 1)
+  give 220/320 = 0.6875 and 100/320 = 0.3125 (both exact in binary), not 1/2 each."""
+  sets = _sized(220, 100)
+  assert list(mixture_probabilities(sets, [1, 1])) == [220 / 320, 100 / 320] == [0.6875, 0.3125]
+  assert list(mixture_probabilities(sets, [1, 1], rule="weight")) == [0.5, 0.5]  # jaxlab's earlier rule
+  assert list(mixture_probabilities(sets, [1, 3])) == [220 / 520, 300 / 520]
+  g = 20000
+  freq = np.bincount(mixture_plan(sets, [1, 1], 0, 7, g, 2, 1).dataset, minlength=2) / g
+  np.testing.assert_allclose(freq, [0.6875, 0.3125], atol=5 * np.sqrt(0.6875 * 0.3125 / g))  # 5 sigma
+  # the split's own sizes count: the test split is 1 trajectory per set
+  assert list(mixture_probabilities(sets, [1, 1], split="test")) == [0.5, 0.5]
+  with pytest.raises(InputError, match="mixture rule='sizes'; allowed: 'size_times_weight', 'weight'"):
+    mixture_probabilities(sets, [1, 1], rule="sizes")
+
+
+def test_dpots_ones_padding_and_per_set_horizons(sets):
+  b = mixture_batch(sets, [1, 1, 1], 0, 5, 64, None, 2, 2, num_channels=3, pad_value=1.0)
+  for j in range(64):
+    width = 2 if b["dataset"][j] == 1 else 1
+    np.testing.assert_array_equal(b["channel_mask"][j], np.arange(3) < width)
+    assert np.all(b["x"][j][..., width:] == 1) and np.all(b["y"][j][..., width:] == 1)
+    assert np.all(b["x"][j][..., :width] > 1)
+  out = rollout_eval_data(sets, 3, [4, None, 2], num_channels=2, pad_value=1.0)
+  assert [out[n]["y"].shape[3] for n in "abc"] == [4, 8 - 3, 2]   # None: every remaining frame
+  assert np.all(out["a"]["x"][..., 1] == 1) and np.all(out["a"]["y"][..., 1] == 1)
+  with pytest.raises(InputError, match="num_steps has 2 entries for 3 data sets"):
+    rollout_eval_data(sets, 3, [4, 2])
+  with pytest.raises(InputError, match="data set 'c': t_in \\+ t_out = 10 exceeds its 9 frames"):
+    rollout_eval_data(sets, 3, [4, 2, 7])
 
 
 def test_channels_are_zero_padded_and_masked(sets):

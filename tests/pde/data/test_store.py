@@ -141,3 +141,19 @@ def test_load_dataset_splits_by_trajectory(tmp_path, monkeypatch):
   assert ds.name == "ns_fno" and ds.channel_names == ("vorticity",)
   assert list(ds.split_indices("train")) == [0, 1, 2] and list(ds.split_indices("test")) == [3, 4]
   assert load_dataset(_spec(5), tmp_path, progress=False).num_test == 1  # default: 10%, >= 1
+
+
+def test_first_frame_serves_fnos_u_frames_without_w0(tmp_path, monkeypatch):
+  """DPOT's NS data are FNO's ``u`` (t = 1..T); frame 0 of an ns_fno set is w0 (FNO's ``a``)."""
+  def frame_index(spec, out, **kw):
+    out[:] = np.arange(spec.num_frames, dtype=np.float32)[None, :, None, None, None]
+    return out
+  monkeypatch.setattr(generator, "generate", frame_index)
+  spec = _spec(4, num_frames=5)
+  full = load_dataset(spec, tmp_path, num_test=1, progress=False)
+  u = load_dataset(spec, tmp_path, num_test=1, first_frame=1, progress=False)
+  assert full.num_frames == 6 and u.num_frames == 5
+  np.testing.assert_array_equal(u.trajectories[:, :, 0, 0, 0], np.tile(np.arange(1, 6), (4, 1)))
+  assert isinstance(u.trajectories, np.memmap)  # a view of the cache, nothing copied
+  with pytest.raises(InputError, match="first_frame=5 must be an int in \\[0, 4\\]"):
+    load_dataset(spec, tmp_path, first_frame=5, progress=False)
