@@ -14,6 +14,7 @@ from jaxlab.rl import dqn
 from jaxlab.rl.envs import make_env
 from jaxlab.rl.networks import QNetwork
 from jaxlab.tasks.dqn_minatar import dqn_minatar as make_dqn_task
+from tests.tolerances import ops_rtol, steps_tol
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.train.trainer import train
 
@@ -134,7 +135,9 @@ def test_top1_auxiliary_loss_weight_adds_weight_times_aux(key, name):
   aux = float(m_on[f"moe/{name}"])
   assert aux > 0 and float(m_off["aux_loss"]) == 0.0
   np.testing.assert_allclose(float(m_on["aux_loss"]), 0.5 * aux, rtol=2 * 2.0 ** -23)  # one float32 product
-  assert float(m_on["td_loss"]) == float(m_off["td_loss"])  # same params, same batch, same program up to the sum
+  # Same params and batch, but two programs (XLA may fuse the TD part differently): a 32-sample
+  # mean of squared errors of the Q network's outputs, within rounding.
+  np.testing.assert_allclose(float(m_on["td_loss"]), float(m_off["td_loss"]), rtol=ops_rtol(2 * 400 + 32))
   # on = td + 0.5 aux: one float32 addition of two positive terms; allow 4 ulps of the sum.
   np.testing.assert_allclose(float(on) - float(off), 0.5 * aux, atol=4 * 2.0 ** -23 * float(on))
   grads = lambda task: jax.grad(lambda p: task.loss_fn(p, batch, None, p)[0])(params)
@@ -184,8 +187,11 @@ def test_eight_vmapped_seeds_equal_single_runs(tmp_path):
   assert many.state.params["Dense_0"]["kernel"].shape[0] == 8
   assert many.state.data_state.replay.experience.obs.sharding.spec[0] == "data"
   one = train(_tiny(seed=3), str(tmp_path / "one"), devices=jax.devices()[:1], progress=False)
+  # 20 updates of the same agent in two programs; per parameter and update the MinAtar net's
+  # 1600-term dense layer, the 32-sample batch mean and Adam: ~2000 roundings, carried on.
+  # (The greedy actions did not flip here: a flipped argmax would leave far larger differences.)
   chex.assert_trees_all_close(jax.tree.map(lambda x: x[3], jax.device_get(many.state.params)),
-                              jax.device_get(one.state.params), rtol=1e-5, atol=1e-6)
+                              jax.device_get(one.state.params), **steps_tol(config.num_steps, 2000))
 
 
 @pytest.mark.parametrize("num_envs", [1, 2, 4])
