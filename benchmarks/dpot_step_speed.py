@@ -10,9 +10,9 @@ shared) hits all of them alike. We report per-contestant medians, the median of 
 JAX/torch ratios, the JAX step's FLOP/s from XLA's cost analysis, and that as a fraction of
 this machine's fp32 matmul peak (a 2048^3 ``jnp.dot`` timed in the same rounds).
 
-The official code is read from ``--dpot_code`` (a checkout of thu-ml/DPOT, e.g. /work/ext/DPOT;
+The official code is read from ``--dpot_code`` (a checkout of thu-ml/DPOT, e.g. $EXT/DPOT;
 env DPOT_OFFICIAL_CODE) and run with ``--torch_python`` (a Python with torch and einops, e.g.
-/work/ext/torchvenv/bin/python; env DPOT_TORCH_PYTHON). Neither is part of jaxlab; without them
+$EXT/torchvenv/bin/python; env DPOT_TORCH_PYTHON). Neither is part of jaxlab; without them
 the comparison is skipped with a message (``--jax_only`` still times the JAX side).
 
   nice -n 5 .venv/bin/python benchmarks/dpot_step_speed.py --out=benchmarks/results/dpot/step_speed.json
@@ -180,8 +180,8 @@ def main() -> None:
                       help="comma-separated name=fused|literal[:XLA_FLAGS]")
   parser.add_argument("--rounds", type=int, default=12)
   parser.add_argument("--steps", default="64:4,128:2", help="steps per contestant per round, by resolution")
-  parser.add_argument("--torch_python", default=os.environ.get("DPOT_TORCH_PYTHON", "/work/ext/torchvenv/bin/python"))
-  parser.add_argument("--dpot_code", default=os.environ.get("DPOT_OFFICIAL_CODE", "/work/ext/DPOT"))
+  parser.add_argument("--torch_python", default=os.environ.get("DPOT_TORCH_PYTHON", ""))
+  parser.add_argument("--dpot_code", default=os.environ.get("DPOT_OFFICIAL_CODE", ""))
   parser.add_argument("--jax_only", action="store_true", help="time the JAX side even without torch")
   parser.add_argument("--omp_wait_policy", default="PASSIVE",
                       help="OMP_WAIT_POLICY for torch: PASSIVE (default) keeps its 2 OpenMP threads from spinning, "

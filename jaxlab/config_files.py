@@ -74,7 +74,7 @@ def load_config_module(name: str) -> Any:
 
 
 def load_config(spec: str) -> ml_collections.ConfigDict:
-  """The ConfigDict of ``spec`` (``"digits_mlp:tiny"``, ``"configs/x.py"``, ...)."""
+  """The ConfigDict of ``spec`` (``"digits_mlp:tiny"``, ``"configs/<name>.py"``, ...)."""
   path, arg = resolve_config_path(spec)
   module = _module(path)
   if not callable(getattr(module, "get_config", None)):

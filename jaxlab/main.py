@@ -1,4 +1,4 @@
-r"""Command line: ``python -m jaxlab.main --config=configs/X.py[:arg] --workdir=DIR [--config.key=value ...]``.
+r"""Command line: ``python -m jaxlab.main --config=configs/<name>.py[:arg] --workdir=DIR [--config.key=value ...]``.
 
 Re-running the same command resumes from the latest checkpoint in ``DIR``.
 """
