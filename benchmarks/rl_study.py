@@ -189,6 +189,15 @@ def _eval_description(r: dict[str, Any]) -> str:
           "end are dropped, short ones over-weighted)")
 
 
+def _cell_columns(r: dict[str, Any], q: dict[str, float], qt: dict[str, float]) -> str:
+  """A scaling table's columns after the cell (and game): what, size, returns, IQMs, speed."""
+  return (f"{r['what']} | {r['parameters']:,} | {r['frames']:,} | {len(r['runs'])} | "
+          f"{_fmt(r['eval_return'])} | {_fmt(r['final_train_return'])} | "
+          f"{q['iqm']:.2f} [{q['ci_low']:.2f}, {q['ci_high']:.2f}] | "
+          f"{qt['iqm']:.2f} [{qt['ci_low']:.2f}, {qt['ci_high']:.2f}] | "
+          f"{r['frames_per_sec_all_runs']:.0f} | {r['wall_time_s']:.0f} |")
+
+
 def report_scaling(study: Any, results: dict[str, Any], out: str) -> str:
   if study.get("games", None):
     return report_scaling_games(study, results, out)
@@ -214,12 +223,7 @@ def report_scaling(study: Any, results: dict[str, Any], out: str) -> str:
       lines.append(f"| {name} | {study.cells[name].what} | (not run) | | | | | | | | |")
       continue
     total += r["wall_time_s"]
-    q, qt = iqm[name], iqm_train[name]
-    lines.append(f"| {name} | {r['what']} | {r['parameters']:,} | {r['frames']:,} | {len(r['runs'])} | "
-                 f"{_fmt(r['eval_return'])} | {_fmt(r['final_train_return'])} | "
-                 f"{q['iqm']:.2f} [{q['ci_low']:.2f}, {q['ci_high']:.2f}] | "
-                 f"{qt['iqm']:.2f} [{qt['ci_low']:.2f}, {qt['ci_high']:.2f}] | "
-                 f"{r['frames_per_sec_all_runs']:.0f} | {r['wall_time_s']:.0f} |")
+    lines.append(f"| {name} | {_cell_columns(r, iqm[name], iqm_train[name])}")
   lines += ["", f"Compute: {total / 60:.1f} min wall for the cells (training, compilation, evaluation, checkpoints)."]
   if order:
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2))
@@ -286,12 +290,7 @@ def report_scaling_games(study: Any, results: dict[str, Any], out: str) -> str:
       lines.append(f"| {name} | {game} | {study.cells[name].what} | (not run) | | | | | | | | |")
       continue
     total += r["wall_time_s"]
-    q, qt = iqm[name], iqm_train[name]
-    lines.append(f"| {name} | {game} | {r['what']} | {r['parameters']:,} | {r['frames']:,} | {len(r['runs'])} | "
-                 f"{_fmt(r['eval_return'])} | {_fmt(r['final_train_return'])} | "
-                 f"{q['iqm']:.2f} [{q['ci_low']:.2f}, {q['ci_high']:.2f}] | "
-                 f"{qt['iqm']:.2f} [{qt['ci_low']:.2f}, {qt['ci_high']:.2f}] | "
-                 f"{r['frames_per_sec_all_runs']:.0f} | {r['wall_time_s']:.0f} |")
+    lines.append(f"| {name} | {game} | {_cell_columns(r, iqm[name], iqm_train[name])}")
   lines += ["", f"Compute: {total / 60:.1f} min wall for the programs (training, compilation, evaluation, "
             "checkpoints)."]
   if order:

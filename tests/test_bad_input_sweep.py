@@ -40,6 +40,7 @@ from jaxlab.train.checkpoint import Checkpointer, restore_params  # noqa: E402
 from jaxlab.train.mesh import resolve_mesh_shape  # noqa: E402
 from jaxlab.train.trainer import ensure_writable, train  # noqa: E402
 from jaxlab.train.validate import validate_trainer_config  # noqa: E402
+from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]  # (area, what, call, fragment the message must hold)
 
@@ -246,11 +247,7 @@ CASES: list[Case] = [
 
 @pytest.mark.parametrize("area,what,call,fragment", CASES, ids=[f"{a}: {w}" for a, w, _, _ in CASES])
 def test_bad_input_is_one_clear_line(area, what, call, fragment):
-  with pytest.raises(InputError) as info:
-    call()
-  message = str(info.value)
-  assert fragment in message, f"{area} / {what}: {message!r} lacks {fragment!r}"
-  assert "\n" not in message.split("Valid keys")[0], message
+  assert_one_clear_line(area, what, call, fragment)
 
 
 def verdict(call: Callable[[], Any], fragment: str, regex: bool = False) -> str:

@@ -18,9 +18,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from configs import dqn_minatar as dqn_config  # noqa: E402
-from jaxlab.errors import InputError  # noqa: E402
 from jaxlab.rl import dqn  # noqa: E402
 from jaxlab.tasks.dqn_minatar import dqn_minatar  # noqa: E402
+from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 
@@ -83,8 +83,4 @@ CASES: list[Case] = [
 
 @pytest.mark.parametrize("area,what,call,fragment", CASES, ids=[f"{a}: {w}" for a, w, _, _ in CASES])
 def test_bad_input_is_one_clear_line(area, what, call, fragment):
-  with pytest.raises(InputError) as info:
-    call()
-  message = str(info.value)
-  assert fragment in message, f"{area} / {what}: {message!r} lacks {fragment!r}"
-  assert "\n" not in message, message
+  assert_one_clear_line(area, what, call, fragment)
