@@ -25,11 +25,14 @@ The environment object is static configuration (hashable, closed over by jit); a
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from typing import Any, NamedTuple
 
 import gymnax
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxlab.errors import InputError, check
 
@@ -90,7 +93,8 @@ class MinAtarEnv:
 
   def reset(self, rng: jax.Array, n: int) -> tuple[VecEnvState, jax.Array]:
     """Starts ``n`` episodes. Returns the state and ``obs: bool [n, 10, 10, C]``."""
-    check(isinstance(n, int) and n >= 1, f"number of environments n={n!r}; must be an int >= 1")
+    check(isinstance(n, int) and not isinstance(n, bool) and n >= 1,
+          f"number of environments n={n!r}; must be an int >= 1")
     obs, env_state = jax.vmap(self.gymnax_env.reset, in_axes=(0, None))(
         jax.random.split(rng, n), self.gymnax_params)
     # One array per leaf: a jitted step that donates the state cannot donate a buffer twice.
@@ -104,7 +108,11 @@ class MinAtarEnv:
 
     Args:
       state: from :meth:`reset` or a previous :meth:`step`.
-      actions: int [N] in ``[0, num_actions)``.
+      actions: int [N] in ``[0, num_actions)``. A float or bool dtype or another shape is
+        refused (an :class:`InputError` at trace time), and so is a concrete action out of
+        range. Inside jit the values cannot be checked: an out-of-range action is executed
+        clipped to the range and its step's ``reward`` is NaN, so the episode return (and a
+        TD loss learning from it) shows the bug instead of hiding it.
       rng: one key; split per environment here.
 
     Returns:
@@ -114,8 +122,10 @@ class MinAtarEnv:
       ``discount`` (float32 [N], 0 only where terminated: truncation still bootstraps).
     """
     n = state.last_action.shape[0]
+    actions = self._checked_actions(actions, n)
+    valid = (actions >= 0) & (actions < self.num_actions)
+    actions = jnp.clip(actions, 0, self.num_actions - 1).astype(jnp.int32)
     k_sticky, k_env = jax.random.split(rng)
-    actions = actions.astype(jnp.int32)
     if self.sticky_action_prob > 0:
       repeat = jax.random.uniform(k_sticky, [n]) < self.sticky_action_prob
       actions = jnp.where(repeat, state.last_action, actions)
@@ -129,11 +139,26 @@ class MinAtarEnv:
       terminated = terminated | at_limit
       truncated = truncated & ~at_limit
     done = terminated | truncated
-    reward = reward.astype(jnp.float32)
+    reward = jnp.where(valid, reward.astype(jnp.float32), jnp.nan)  # an out-of-range action (traced)
     stats = _update_stats(state.stats, reward, length, done)
     info = dict(terminated=terminated, truncated=truncated,
                 discount=1.0 - terminated.astype(jnp.float32))
     return VecEnvState(env_state, actions, stats), obs.astype(jnp.bool_), reward, done, info
+
+  def _checked_actions(self, actions: Any, n: int) -> jax.Array:
+    """``actions`` as an integer array [n]; dtype and shape are static, so checked at trace time."""
+    if not isinstance(actions, (jax.Array, np.ndarray)):
+      actions = np.asarray(actions)
+    check(jnp.issubdtype(actions.dtype, jnp.integer),
+          f"actions of dtype {actions.dtype}; must be integers in [0, {self.num_actions}) "
+          "(a float or bool action would be cast to some other action)")
+    check(actions.shape == (n,), f"actions of shape {tuple(actions.shape)}; must be [{n}], one per environment")
+    if not isinstance(actions, jax.core.Tracer):  # concrete (outside jit): check the values too
+      low, high = int(np.min(actions)), int(np.max(actions))
+      check(low >= 0 and high < self.num_actions,
+            f"actions in [{low}, {high}]; must be in [0, {self.num_actions}) ({self.name} has "
+            f"{self.num_actions} actions)")
+    return jnp.asarray(actions)
 
 
 def _update_stats(stats: EpisodeStats, reward: jax.Array, length: jax.Array,
@@ -157,13 +182,15 @@ def make_env(name: str, *, sticky_action_prob: float = MINATAR_STICKY_ACTION_PRO
     full_action_set: 6 actions as in MinAtar/Dopamine; False gives gymnax's minimal set.
     max_episode_steps: optional time limit, reported as ``truncated`` (None: no limit).
   """
-  if name not in ENV_IDS:
+  if not isinstance(name, str) or name not in ENV_IDS:
     raise InputError(f"unknown MinAtar environment {name!r}; valid: {', '.join(sorted(ENV_IDS))}")
-  check(0.0 <= sticky_action_prob < 1.0,
-        f"sticky_action_prob={sticky_action_prob!r}; must be in [0, 1)")
+  check(_is_number(sticky_action_prob) and 0.0 <= sticky_action_prob < 1.0,
+        f"sticky_action_prob={sticky_action_prob!r}; must be a number in [0, 1)")
+  check(isinstance(full_action_set, bool), f"full_action_set={full_action_set!r}; must be True or False")
   check(max_episode_steps is None
-        or (isinstance(max_episode_steps, int) and max_episode_steps >= 1),
-        f"max_episode_steps={max_episode_steps!r}; must be None or an int >= 1")
+        or (isinstance(max_episode_steps, int) and not isinstance(max_episode_steps, bool)
+            and 1 <= max_episode_steps <= _NO_LIMIT),
+        f"max_episode_steps={max_episode_steps!r}; must be None or an int in [1, 2**30]")
   env, params = gymnax.make(ENV_IDS[name], use_minimal_action_set=not full_action_set)
   limit = _NO_LIMIT if max_episode_steps is None else max_episode_steps
   if name == "freeway":
@@ -172,3 +199,8 @@ def make_env(name: str, *, sticky_action_prob: float = MINATAR_STICKY_ACTION_PRO
   return MinAtarEnv(name=name, gymnax_env=env, gymnax_params=params,
                     sticky_action_prob=float(sticky_action_prob),
                     max_episode_steps=max_episode_steps)
+
+
+def _is_number(x: Any) -> bool:
+  """A finite real Python/NumPy number (not a bool)."""
+  return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) and math.isfinite(x)
