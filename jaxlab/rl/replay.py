@@ -23,7 +23,7 @@ without time limits (the MinAtar/Dopamine default of :mod:`jaxlab.rl.envs`) or s
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import flashbax
 import jax
@@ -38,7 +38,7 @@ class TimeStep(NamedTuple):
   """What one environment step stores: the observation acted on and what followed."""
 
   obs: jax.Array       # o_t, e.g. bool [10, 10, C]
-  action: jax.Array    # a_t, int32 []
+  action: jax.Array    # a_t, int32 [] (an integer dtype: a float one is refused)
   reward: jax.Array    # r_t (reward for a_t), float32 []
   discount: jax.Array  # float32 []: 0 if the episode terminated at this step, else 1
 
@@ -69,10 +69,28 @@ class TransitionReplay:
 
   def init(self, example: TimeStep) -> ReplayState:
     """An empty buffer for steps shaped like ``example`` (one step of one env, no batch axis)."""
-    return self._buffer.init(jax.tree.map(jnp.asarray, example))
+    example = jax.tree.map(jnp.asarray, example)
+    _check_action_dtype(example, "example.action")
+    return self._buffer.init(example)
 
   def add(self, state: ReplayState, steps: TimeStep) -> ReplayState:
-    """Writes one step of every environment (leaves with leading axis ``num_envs``)."""
+    """Writes one step of every environment (leaves with leading axis ``num_envs``).
+
+    Shapes and dtypes are static, so a step unlike the buffer's (another ``num_envs``, a float
+    action) is refused at trace time. Action *values* are not checked (the replay does not know
+    the action count): the TD loss makes an out-of-range one NaN (:func:`jaxlab.rl.dqn.td_loss`).
+    """
+    _check_action_dtype(steps, "steps.action")
+    held = dict(jax.tree_util.tree_leaves_with_path(state.experience))
+    for path, leaf in jax.tree_util.tree_leaves_with_path(steps):
+      want = held.get(path)
+      name = "steps" + jax.tree_util.keystr(path)
+      check(want is not None, f"{name} is not in the buffer's steps (see TransitionReplay.init)")
+      shape, dtype = jnp.shape(leaf), jnp.result_type(leaf)
+      expected = (self.num_envs, *want.shape[2:])
+      check(shape == expected and dtype == want.dtype,
+            f"{name}: {dtype}{list(shape)}; the buffer takes {want.dtype}{list(expected)} "
+            f"(one step of each of num_envs={self.num_envs} environments)")
     return self._buffer.add(state, steps)
 
   def num_transitions(self, state: ReplayState) -> jax.Array:
@@ -102,31 +120,48 @@ class TransitionReplay:
                       discount=first.discount, next_obs=second.obs)
 
 
-def make_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | None = None
-                ) -> TransitionReplay:
+def _check_action_dtype(step: Any, name: str) -> None:
+  action = getattr(step, "action", None)
+  if action is not None:
+    dtype = jnp.result_type(action)
+    check(jnp.issubdtype(dtype, jnp.integer),
+          f"{name} of dtype {dtype}; must be an integer dtype (a float action would be truncated "
+          "to another action when the TD loss gathers Q[a])")
+
+
+def make_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | None = None, *,
+                names: Mapping[str, str] | None = None) -> TransitionReplay:
   """A uniform transition replay over flashbax's flat buffer (see the module docstring).
 
   Args:
-    capacity: time steps held, all environments together (Dopamine MinAtar: 100_000).
+    capacity: time steps held, all environments together (Dopamine MinAtar: 100_000); below
+      2**31 (flashbax's int32 indices).
     num_envs: environments adding one step each per :meth:`TransitionReplay.add`.
     batch_size: transitions per :meth:`TransitionReplay.sample` (Dopamine: 32).
     min_size: transitions before sampling is allowed; default ``batch_size``.
+    names: what error messages call each argument, e.g. ``{"capacity": "dqn.replay_capacity"}``
+      for a caller that reads it from a config (default: the argument's name).
   """
+  n = {k: k for k in ("capacity", "num_envs", "batch_size", "min_size")}
+  n.update(names or {})
   for name, value in (("capacity", capacity), ("num_envs", num_envs), ("batch_size", batch_size)):
-    check(isinstance(value, int) and value >= 1, f"{name}={value!r}; must be an int >= 1")
+    check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+          f"{n[name]}={value!r}; must be an int >= 1")
+  check(capacity < 2**31, f"{n['capacity']}={capacity}; must be < 2**31 (the buffer's indices are int32)")
   min_size = batch_size if min_size is None else min_size
-  check(isinstance(min_size, int) and min_size >= 1, f"min_size={min_size!r}; must be an int >= 1")
+  check(isinstance(min_size, int) and not isinstance(min_size, bool) and min_size >= 1,
+        f"{n['min_size']}={min_size!r}; must be an int >= 1")
   per_env = capacity // num_envs
-  check(per_env >= 2, f"capacity={capacity} with num_envs={num_envs} leaves {per_env} slots "
-        "per env; a transition needs 2, so capacity must be >= 2 * num_envs")
+  check(per_env >= 2, f"{n['capacity']}={capacity} with {n['num_envs']}={num_envs} leaves {per_env} slots "
+        f"per env; a transition needs 2, so {n['capacity']} must be >= 2 * {n['num_envs']}")
   held = num_envs * (per_env - 1)  # transitions when full
   if batch_size > held:
-    raise InputError(f"batch_size={batch_size} is larger than the replay's {held} transitions "
-                     f"(capacity={capacity}, num_envs={num_envs}); raise capacity or lower "
-                     "batch_size")
+    raise InputError(f"{n['batch_size']}={batch_size} is larger than the replay's {held} transitions "
+                     f"({n['capacity']}={capacity}, {n['num_envs']}={num_envs}); raise {n['capacity']} or lower "
+                     f"{n['batch_size']}")
   if min_size > held:
-    raise InputError(f"min_size={min_size} is more than the replay can hold: {held} transitions "
-                     f"(capacity={capacity}, num_envs={num_envs})")
+    raise InputError(f"{n['min_size']}={min_size} is more than the replay can hold: {held} transitions "
+                     f"({n['capacity']}={capacity}, {n['num_envs']}={num_envs})")
   # min_length only feeds flashbax's own can_sample (unused); num_envs avoids its warning.
   buffer = flashbax.make_flat_buffer(max_length=per_env * num_envs, min_length=num_envs,
                                      sample_batch_size=batch_size, add_batch_size=num_envs)
