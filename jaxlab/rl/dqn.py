@@ -11,10 +11,12 @@ and replay in the step's ``collect``, this loss as its ``loss_fn``, the target n
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from jaxlab.errors import check
@@ -23,19 +25,43 @@ QFn = Callable[[Any, jax.Array], tuple[jax.Array, dict[str, jax.Array]]]  # (par
 LOSSES = ("huber", "mse")
 
 
+def is_number(x: Any) -> bool:
+  """A real Python/NumPy number, not a bool."""
+  return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+
+
+def check_probability(value: Any, name: str, why: str = "") -> None:
+  """``value`` is a Python number in [0, 1] (NaN is not); the message names ``name``."""
+  check(is_number(value) and 0.0 <= value <= 1.0, f"{name}={value!r}; must be a number in [0, 1]{why}")
+
+
 def linear_epsilon(frame: jax.Array, decay_frames: int, warmup_frames: int, end: float) -> jax.Array:
   r"""Dopamine's ``linearly_decaying_epsilon``: 1 during warm-up, then linear to ``end``.
 
   .. math::
     \epsilon(t) = \epsilon_e + \mathrm{clip}\Big((1 - \epsilon_e)
       \frac{T_d + T_w - t}{T_d},\ 0,\ 1 - \epsilon_e\Big)
+
+  ``decay_frames`` must be an int >= 1 (0 would divide 0 by 0 at the end of warm-up: NaN),
+  ``warmup_frames`` an int >= 0 and ``end`` in [0, 1].
   """
+  check(isinstance(decay_frames, int) and not isinstance(decay_frames, bool) and decay_frames >= 1,
+        f"epsilon decay_frames={decay_frames!r}; must be an int >= 1 (1 = straight to the end value)")
+  check(isinstance(warmup_frames, int) and not isinstance(warmup_frames, bool) and warmup_frames >= 0,
+        f"epsilon warmup_frames={warmup_frames!r}; must be an int >= 0")
+  check_probability(end, "epsilon end")
   left = decay_frames + warmup_frames - frame.astype(jnp.float32)
   return end + jnp.clip((1.0 - end) * left / decay_frames, 0.0, 1.0 - end)
 
 
 def epsilon_greedy(q_values: jax.Array, rng: jax.Array, epsilon: jax.Array) -> jax.Array:
-  """Actions ``int32 [N]`` from ``q_values [N, A]``: random with probability ``epsilon``."""
+  """Actions ``int32 [N]`` from ``q_values [N, A]``: random with probability ``epsilon``.
+
+  A Python-number ``epsilon`` must be in [0, 1]; a traced one cannot be checked (NaN acts greedily).
+  """
+  check(jnp.ndim(q_values) == 2, f"q_values of shape {jnp.shape(q_values)}; must be [N, num_actions]")
+  if not isinstance(epsilon, (jax.Array, np.ndarray)):  # an array may be traced: not checked
+    check_probability(epsilon, "epsilon")
   k_explore, k_action = jax.random.split(rng)
   n, a = q_values.shape
   explore = jax.random.uniform(k_explore, (n,)) < epsilon
@@ -99,8 +125,17 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   Returns the loss and metrics: ``td_loss`` (the TD part), ``aux_loss`` (the weighted auxiliary
   part, with auxiliary losses), mean Q, TD error and the network's routing statistics
   (:func:`routing_metrics`).
+
+  ``batch.action`` must have an integer dtype and shape [B] (checked at trace time). A concrete
+  action outside ``[0, num_actions)`` is refused; a traced one cannot be checked, and makes its
+  ``Q(s, a)``, hence the loss, NaN (negative ones too, which indexing would otherwise wrap to a
+  valid action), so the trainer's non-finite guard skips the step and counts it in
+  ``nonfinite_skipped``. A Python-number ``gamma`` must be in [0, 1].
   """
   check(loss in LOSSES, f"loss={loss!r}; choose one of {LOSSES}")
+  if not isinstance(gamma, (jax.Array, np.ndarray)):  # an array may be traced: not checked
+    check_probability(gamma, "gamma", " (the discount factor)")
+  check(isinstance(double_dqn, bool), f"double_dqn={double_dqn!r}; must be True or False")
   aux_weights = dict(aux_weights or {})
   for name, w in aux_weights.items():
     check(name in AUX_LOSSES, f"auxiliary loss {name!r}; choose among {AUX_LOSSES}")
@@ -108,7 +143,7 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
           f"{name} weight={w!r}; must be a finite number >= 0 (0 = off)")
   obs, next_obs = batch.obs, batch.next_obs
   q, stats = q_fn(params, obs)
-  q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=1)[:, 0]
+  q_taken = _q_of_actions(q, batch.action)
   q_next_target, _ = q_fn(target_params, next_obs)
   if double_dqn:
     q_next_online, _ = q_fn(params, next_obs)
@@ -133,9 +168,28 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   return td + aux, metrics
 
 
+def _q_of_actions(q: jax.Array, action: Any) -> jax.Array:
+  """``Q[i, action[i]]``; NaN where the (traced) action is out of range (see :func:`td_loss`)."""
+  dtype = jnp.result_type(action)
+  check(jnp.issubdtype(dtype, jnp.integer),
+        f"batch.action of dtype {dtype}; must be an integer dtype (a float action would be truncated "
+        "to another action)")
+  batch_size, num_actions = q.shape
+  check(jnp.shape(action) == (batch_size,),
+        f"batch.action of shape {jnp.shape(action)}; must be [{batch_size}], one per transition")
+  if not isinstance(action, jax.core.Tracer):
+    low, high = int(jnp.min(action)), int(jnp.max(action))
+    check(low >= 0 and high < num_actions, f"batch.action in [{low}, {high}]; must be in [0, {num_actions})")
+  action = jnp.asarray(action, jnp.int32)
+  valid = (action >= 0) & (action < num_actions)
+  taken = jnp.take_along_axis(q, jnp.clip(action, 0, num_actions - 1)[:, None], axis=1)[:, 0]
+  return jnp.where(valid, taken, jnp.nan)
+
+
 def periodic_sync(period: int) -> Callable[[Any], Any]:
   """``update_extra`` for ``make_train_step``: target params <- params every ``period`` updates."""
-  check(isinstance(period, int) and period >= 1, f"target update period={period!r}; must be an int >= 1")
+  check(isinstance(period, int) and not isinstance(period, bool) and period >= 1,
+        f"target update period={period!r}; must be an int >= 1")
 
   def sync(state):
     take = state.step % period == 0
