@@ -25,7 +25,7 @@ import ml_collections
 
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
-from jaxlab.rl.envs import make_env
+from jaxlab.rl.envs import ENV_IDS, make_env
 from jaxlab.rl.networks import QNetwork
 from jaxlab.rl.replay import TimeStep, make_replay
 from jaxlab.train.task import TASKS, Task
@@ -55,16 +55,61 @@ def recent_return(returns: jax.Array, episodes: jax.Array) -> jax.Array:
   return jnp.where(n > 0, jnp.sum(jnp.where(valid, returns, 0.0)) / jnp.maximum(n, 1), jnp.nan)
 
 
+MAX_FRAMES = 2**31 - 1  # frame counts (the epsilon schedule's frame, eval steps) are int32 on the device
+
+
+def _count(key: str, value: Any, low: int, what: str = "") -> None:
+  """``config.<key>`` is an int in [low, MAX_FRAMES]; ``what`` says what it counts."""
+  ok = isinstance(value, int) and not isinstance(value, bool)
+  check(ok and value >= low, f"{key}={value!r}{what}; must be an int >= {low}")
+  check(value <= MAX_FRAMES, f"{key}={value}{what}; must be < 2**31 (counted in int32 on the device)")
+
+
+def _flag(key: str, value: Any) -> None:
+  check(isinstance(value, bool), f"{key}={value!r}; must be True or False")
+
+
+def _check_config(config: ml_collections.ConfigDict) -> None:
+  """Every env / dqn key the task reads, one clear line each, before anything is built.
+
+  Relations that need the environment or the replay layout are checked in :func:`dqn_minatar`.
+  """
+  e, d = config.env, config.dqn
+  check(isinstance(e.name, str) and e.name in ENV_IDS,
+        f"unknown MinAtar environment {e.name!r} (env.name); valid: {', '.join(sorted(ENV_IDS))}")
+  p = e.sticky_action_prob
+  check(dqn.is_number(p) and 0.0 <= p < 1.0,
+        f"env.sticky_action_prob={p!r}; must be a number in [0, 1) (MinAtar: 0.1)")
+  check(isinstance(e.num_envs, int) and not isinstance(e.num_envs, bool) and e.num_envs >= 1,
+        f"env.num_envs={e.num_envs!r}; must be an int >= 1")
+  check(isinstance(d.update_period, int) and not isinstance(d.update_period, bool) and d.update_period >= 1,
+        f"dqn.update_period={d.update_period!r} environment frames per update; must be an int >= 1 "
+        "(the update-to-data ratio 1/update_period must be > 0; Dopamine: 4)")
+  dqn.check_probability(d.gamma, "dqn.gamma", " (the discount factor; Dopamine: 0.99)")
+  _count("dqn.target_update_period", d.target_update_period, 1, " frames")
+  _count("dqn.min_replay_history", d.min_replay_history, 1, " frames of random play")
+  _count("dqn.replay_capacity", d.replay_capacity, 1, " transitions")
+  dqn.check_probability(d.epsilon_end, "dqn.epsilon_end", " (the exploration rate after the decay)")
+  _count("dqn.epsilon_decay_frames", d.epsilon_decay_frames, 1, " frames (1 = straight to dqn.epsilon_end)")
+  _flag("dqn.double_dqn", d.double_dqn)
+  check(d.loss in dqn.LOSSES, f"dqn.loss={d.loss!r}; choose one of {dqn.LOSSES}")
+  _flag("dqn.clip_rewards", d.get("clip_rewards", False))
+  check(isinstance(d.eval_steps, int) and not isinstance(d.eval_steps, bool) and d.eval_steps >= 0,
+        f"dqn.eval_steps={d.eval_steps!r}; must be an int >= 0 (steps each evaluation environment may take to "
+        "finish its episode; 0 = no evaluation)")
+  _count("dqn.eval_steps", d.eval_steps, 0)
+  if d.eval_steps:
+    _count("dqn.eval_envs", d.eval_envs, 1)
+    dqn.check_probability(d.eval_epsilon, "dqn.eval_epsilon", " (the exploration rate of evaluation)")
+
+
 @TASKS.register("dqn_minatar")
 def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
   """The task of ``configs/dqn_minatar.py`` (see there for every key)."""
+  _check_config(config)
   e, d = config.env, config.dqn
   env = make_env(e.name, sticky_action_prob=e.sticky_action_prob)
   n_envs = e.num_envs
-  check(isinstance(n_envs, int) and n_envs >= 1, f"env.num_envs={n_envs!r}; must be an int >= 1")
-  check(isinstance(d.update_period, int) and d.update_period >= 1,
-        f"dqn.update_period={d.update_period!r} environment frames per update; must be an int >= 1 "
-        "(the update-to-data ratio 1/update_period must be > 0; Dopamine: 4)")
   if d.update_period % n_envs:
     divisors = [k for k in range(1, d.update_period + 1) if d.update_period % k == 0]
     raise InputError(f"env.num_envs={n_envs} does not divide dqn.update_period={d.update_period} (environment "
@@ -76,17 +121,19 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
     raise InputError(f"dqn.target_update_period={d.target_update_period} frames must be a multiple of the "
                      f"{frames_per_step} frames of one update (dqn.update_period)")
   clip_rewards = d.get("clip_rewards", False)
-  check(isinstance(clip_rewards, bool), f"dqn.clip_rewards={clip_rewards!r}; must be True or False")
   n_eval, eval_cap = d.eval_envs, d.eval_steps
-  check(isinstance(eval_cap, int) and eval_cap >= 0,
-        f"dqn.eval_steps={eval_cap!r}; must be an int >= 0 (steps each evaluation environment may take to "
-        "finish its episode; 0 = no evaluation)")
-  if eval_cap:
-    check(isinstance(n_eval, int) and n_eval >= 1, f"dqn.eval_envs={n_eval!r}; must be an int >= 1")
-    if env.episode_length is not None and eval_cap < env.episode_length:
-      raise InputError(f"dqn.eval_steps={eval_cap} is shorter than one {e.name} episode ({env.episode_length} "
-                       f"steps); allowed: 0 (no evaluation) or >= {env.episode_length}")
-  replay = make_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history)
+  if eval_cap and env.episode_length is not None and eval_cap < env.episode_length:
+    raise InputError(f"dqn.eval_steps={eval_cap} is shorter than one {e.name} episode ({env.episode_length} "
+                     f"steps); allowed: 0 (no evaluation) or >= {env.episode_length}")
+  replay = make_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history,
+                       names={"capacity": "dqn.replay_capacity", "num_envs": "env.num_envs",
+                              "min_size": "dqn.min_replay_history"})
+  prefill_steps = math.ceil(d.min_replay_history / n_envs) + 1  # +1: the first slot has no successor yet
+  prefill_frames = prefill_steps * n_envs
+  num_steps = config.get("num_steps")
+  if isinstance(num_steps, int) and prefill_frames + num_steps * frames_per_step > MAX_FRAMES:
+    raise InputError(f"num_steps={num_steps} updates x dqn.update_period={frames_per_step} frames (+{prefill_frames} "
+                     "of random play) exceed 2**31 - 1, the int32 frame counter; lower num_steps")
   net = QNetwork(num_actions=env.num_actions, **dict(config.network))
   aux_weights = {name: getattr(net, key) for key, name in AUX_WEIGHT_KEYS.items()}
   for key, w in ((key, getattr(net, key)) for key in AUX_WEIGHT_KEYS):
@@ -99,8 +146,6 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
   if tuple(config.get("obs_shape", obs_shape)) != tuple(obs_shape):
     raise InputError(f"obs_shape={tuple(config.obs_shape)} does not match {e.name}'s observations {obs_shape}")
   q_fn = lambda params, obs: net.apply({"params": params}, obs.astype(jnp.float32))
-  prefill_steps = math.ceil(d.min_replay_history / n_envs) + 1  # +1: the first slot has no successor yet
-  prefill_frames = prefill_steps * n_envs
 
   def init_params(rng):
     return net.init(rng, jnp.zeros((1, *obs_shape), jnp.float32))["params"]
