@@ -11,6 +11,7 @@ import sys
 from types import SimpleNamespace
 from typing import Any, Callable
 
+import jax
 import jax.numpy as jnp
 import ml_collections
 import pytest
@@ -40,12 +41,66 @@ def _task(**overrides: Any) -> Callable[[], Any]:
   return build
 
 
-def _td_loss(**aux_weights: float) -> Callable[[], Any]:
-  zeros = {"w": jnp.zeros((2, 2))}
-  batch = SimpleNamespace(obs=jnp.ones((1, 2)), action=jnp.zeros(1, jnp.int32), reward=jnp.ones(1),
+def _td_loss(action: Any = None, gamma: Any = 0.99, double_dqn: Any = False, **aux_weights: float
+             ) -> Callable[[], Any]:
+  zeros = {"w": jnp.zeros((2, 2))}  # 2 actions
+  action = jnp.zeros(1, jnp.int32) if action is None else action
+  batch = SimpleNamespace(obs=jnp.ones((1, 2)), action=action, reward=jnp.ones(1),
                           discount=jnp.ones(1), next_obs=jnp.ones((1, 2)))
-  return lambda: dqn.td_loss(lambda p, o: (o @ p["w"], {}), zeros, zeros, batch, gamma=0.99,
-                             aux_weights=aux_weights)
+  return lambda: dqn.td_loss(lambda p, o: (o @ p["w"], {}), zeros, zeros, batch, gamma=gamma,
+                             double_dqn=double_dqn, aux_weights=aux_weights)
+
+
+NAN = float("nan")
+# (key, bad value, fragment): every numeric / flag / name key of env.* and dqn.* the task reads.
+KEY_CASES = [
+    ("dqn.gamma", 1.5, "dqn.gamma=1.5; must be a number in [0, 1] (the discount factor"),
+    ("dqn.gamma", -0.1, "dqn.gamma=-0.1; must be a number in [0, 1]"),
+    ("dqn.gamma", NAN, "dqn.gamma=nan; must be a number in [0, 1]"),
+    ("dqn.gamma", "0.99", "dqn.gamma='0.99'; must be a number in [0, 1]"),
+    ("dqn.epsilon_end", 1.5, "dqn.epsilon_end=1.5; must be a number in [0, 1]"),
+    ("dqn.epsilon_end", -0.01, "dqn.epsilon_end=-0.01; must be a number in [0, 1]"),
+    ("dqn.epsilon_end", NAN, "dqn.epsilon_end=nan; must be a number in [0, 1]"),
+    ("dqn.epsilon_decay_frames", 0,
+     "dqn.epsilon_decay_frames=0 frames (1 = straight to dqn.epsilon_end); must be an int >= 1"),
+    ("dqn.epsilon_decay_frames", -400, "dqn.epsilon_decay_frames=-400 frames"),
+    ("dqn.epsilon_decay_frames", 2.5, "dqn.epsilon_decay_frames=2.5 frames"),
+    ("dqn.epsilon_decay_frames", 2**40,
+     "dqn.epsilon_decay_frames=1099511627776 frames (1 = straight to dqn.epsilon_end); must be < 2**31"),
+    ("dqn.eval_epsilon", 1.5, "dqn.eval_epsilon=1.5; must be a number in [0, 1] (the exploration rate of evaluation)"),
+    ("dqn.eval_epsilon", -0.001, "dqn.eval_epsilon=-0.001; must be a number in [0, 1]"),
+    ("dqn.eval_epsilon", NAN, "dqn.eval_epsilon=nan; must be a number in [0, 1]"),
+    ("dqn.eval_steps", True, "dqn.eval_steps=True; must be an int >= 0"),
+    ("dqn.eval_steps", 2**40, "dqn.eval_steps=1099511627776; must be < 2**31"),
+    ("dqn.eval_envs", True, "dqn.eval_envs=True; must be an int >= 1"),
+    ("dqn.eval_envs", 0, "dqn.eval_envs=0; must be an int >= 1"),
+    ("dqn.target_update_period", -4, "dqn.target_update_period=-4 frames; must be an int >= 1"),
+    ("dqn.target_update_period", 0, "dqn.target_update_period=0 frames; must be an int >= 1"),
+    ("dqn.target_update_period", 16.0, "dqn.target_update_period=16.0 frames; must be an int >= 1"),
+    ("dqn.target_update_period", "16", "dqn.target_update_period='16' frames; must be an int >= 1"),
+    ("dqn.min_replay_history", 0, "dqn.min_replay_history=0 frames of random play; must be an int >= 1"),
+    ("dqn.min_replay_history", 64.0, "dqn.min_replay_history=64.0 frames of random play; must be an int >= 1"),
+    ("dqn.min_replay_history", 600, "dqn.min_replay_history=600 is more than the replay can hold: 511 transitions "
+     "(dqn.replay_capacity=512, env.num_envs=1)"),
+    ("dqn.replay_capacity", 0, "dqn.replay_capacity=0 transitions; must be an int >= 1"),
+    ("dqn.replay_capacity", 512.0, "dqn.replay_capacity=512.0 transitions; must be an int >= 1"),
+    ("dqn.replay_capacity", 2**40, "dqn.replay_capacity=1099511627776 transitions; must be < 2**31"),
+    ("dqn.replay_capacity", 1, "dqn.replay_capacity=1 with env.num_envs=1 leaves 1 slots per env"),
+    ("dqn.update_period", True, "dqn.update_period=True environment frames per update; must be an int >= 1"),
+    ("dqn.double_dqn", "yes", "dqn.double_dqn='yes'; must be True or False"),
+    ("dqn.loss", "l2", "dqn.loss='l2'; choose one of ('huber', 'mse')"),
+    ("env.num_envs", True, "env.num_envs=True; must be an int >= 1"),
+    ("env.name", ["breakout"], "unknown MinAtar environment ['breakout'] (env.name); valid: asterix, breakout"),
+    ("env.name", "pong", "unknown MinAtar environment 'pong' (env.name)"),
+    ("env.sticky_action_prob", 1.0, "env.sticky_action_prob=1.0; must be a number in [0, 1)"),
+    ("env.sticky_action_prob", NAN, "env.sticky_action_prob=nan; must be a number in [0, 1)"),
+    ("env.sticky_action_prob", "0.1", "env.sticky_action_prob='0.1'; must be a number in [0, 1)"),
+    ("batch_size", 1000, "batch_size=1000 is larger than the replay's 511 transitions (dqn.replay_capacity=512, "
+     "env.num_envs=1)"),
+    ("batch_size", 2.0, "batch_size=2.0; must be an int >= 1"),
+    ("num_steps", 2**30, "num_steps=1073741824 updates x dqn.update_period=4 frames (+65 of random play) exceed "
+     "2**31 - 1, the int32 frame counter"),
+]
 
 
 CASES: list[Case] = [
@@ -73,6 +128,29 @@ CASES: list[Case] = [
      "dqn.update_period=2.5 environment frames per update; must be an int >= 1"),
     ("dqn task", "clip_rewards not a bool", _task(**{"dqn.clip_rewards": "yes"}),
      "dqn.clip_rewards='yes'; must be True or False"),
+    *[("dqn task", f"{key}={value!r}", _task(**{key: value}), fragment) for key, value, fragment in KEY_CASES],
+    ("td_loss", "NaN gamma", _td_loss(gamma=NAN), "gamma=nan; must be a number in [0, 1] (the discount factor)"),
+    ("td_loss", "gamma > 1", _td_loss(gamma=1.01), "gamma=1.01; must be a number in [0, 1]"),
+    ("td_loss", "double_dqn not a bool", _td_loss(double_dqn="no"), "double_dqn='no'; must be True or False"),
+    ("td_loss", "float actions", _td_loss(action=jnp.zeros(1)),
+     "batch.action of dtype float32; must be an integer dtype"),
+    ("td_loss", "actions of shape [B, 1]", _td_loss(action=jnp.zeros((1, 1), jnp.int32)),
+     "batch.action of shape (1, 1); must be [1], one per transition"),
+    ("td_loss", "concrete action = num_actions", _td_loss(action=jnp.array([2])),
+     "batch.action in [2, 2]; must be in [0, 2)"),
+    ("td_loss", "concrete negative action", _td_loss(action=jnp.array([-1])),
+     "batch.action in [-1, -1]; must be in [0, 2)"),
+    ("epsilon schedule", "decay over 0 frames", lambda: dqn.linear_epsilon(jnp.zeros((), jnp.int32), 0, 10, 0.01),
+     "epsilon decay_frames=0; must be an int >= 1"),
+    ("epsilon schedule", "end > 1", lambda: dqn.linear_epsilon(jnp.zeros((), jnp.int32), 100, 10, 1.5),
+     "epsilon end=1.5; must be a number in [0, 1]"),
+    ("epsilon schedule", "negative warm-up", lambda: dqn.linear_epsilon(jnp.zeros((), jnp.int32), 100, -1, 0.01),
+     "epsilon warmup_frames=-1; must be an int >= 0"),
+    ("epsilon-greedy", "NaN epsilon", lambda: dqn.epsilon_greedy(jnp.zeros((2, 3)), jax.random.key(0), NAN),
+     "epsilon=nan; must be a number in [0, 1]"),
+    ("epsilon-greedy", "q_values of one state", lambda: dqn.epsilon_greedy(jnp.zeros(3), jax.random.key(0), 0.1),
+     "q_values of shape (3,); must be [N, num_actions]"),
+    ("target sync", "period True", lambda: dqn.periodic_sync(True), "target update period=True; must be an int >= 1"),
     ("td_loss", "negative auxiliary weight", _td_loss(importance_loss=-1.0),
      "importance_loss weight=-1.0; must be a finite number >= 0"),
     ("td_loss", "unknown auxiliary loss", _td_loss(entropy_loss=1.0), "auxiliary loss 'entropy_loss'; choose among"),
