@@ -178,7 +178,8 @@ def _q_of_actions(q: jax.Array, action: Any) -> jax.Array:
   check(jnp.shape(action) == (batch_size,),
         f"batch.action of shape {jnp.shape(action)}; must be [{batch_size}], one per transition")
   if not isinstance(action, jax.core.Tracer):
-    low, high = int(jnp.min(action)), int(jnp.max(action))
+    values = np.asarray(action)  # numpy: a concrete array closed over by jit is not traced
+    low, high = int(values.min()), int(values.max())
     check(low >= 0 and high < num_actions, f"batch.action in [{low}, {high}]; must be in [0, {num_actions})")
   action = jnp.asarray(action, jnp.int32)
   valid = (action >= 0) & (action < num_actions)

@@ -154,7 +154,8 @@ class MinAtarEnv:
           "(a float or bool action would be cast to some other action)")
     check(actions.shape == (n,), f"actions of shape {tuple(actions.shape)}; must be [{n}], one per environment")
     if not isinstance(actions, jax.core.Tracer):  # concrete (outside jit): check the values too
-      low, high = int(np.min(actions)), int(np.max(actions))
+      values = np.asarray(actions)  # numpy: a concrete array closed over by jit is not traced
+      low, high = int(values.min()), int(values.max())
       check(low >= 0 and high < self.num_actions,
             f"actions in [{low}, {high}]; must be in [0, {self.num_actions}) ({self.name} has "
             f"{self.num_actions} actions)")

@@ -140,6 +140,8 @@ CASES: list[Case] = [
      "batch.action in [2, 2]; must be in [0, 2)"),
     ("td_loss", "concrete negative action", _td_loss(action=jnp.array([-1])),
      "batch.action in [-1, -1]; must be in [0, 2)"),
+    ("td_loss", "concrete action closed over by jit", lambda: jax.jit(_td_loss(action=jnp.array([5])))(),
+     "batch.action in [5, 5]; must be in [0, 2)"),
     ("epsilon schedule", "decay over 0 frames", lambda: dqn.linear_epsilon(jnp.zeros((), jnp.int32), 0, 10, 0.01),
      "epsilon decay_frames=0; must be an int >= 1"),
     ("epsilon schedule", "end > 1", lambda: dqn.linear_epsilon(jnp.zeros((), jnp.int32), 100, 10, 1.5),

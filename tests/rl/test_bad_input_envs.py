@@ -85,6 +85,8 @@ CASES: list[Case] = [
     ("env step", "action = num_actions", _step(jnp.array([6, 0])),
      "actions in [0, 6]; must be in [0, 6) (breakout has 6 actions)"),
     ("env step", "negative action", _step(np.array([-1, 0])), "actions in [-1, 0]; must be in [0, 6)"),
+    ("env step", "concrete action closed over by jit", lambda: jax.jit(_step(jnp.array([0, 7])))(),
+     "actions in [0, 7]; must be in [0, 6)"),
     # --- replay ----------------------------------------------------------------------------------------
     ("replay", "num_envs=True", lambda: make_replay(64, True, 4), "num_envs=True; must be an int >= 1"),
     ("replay", "capacity 2**40", lambda: make_replay(2**40, 1, 4), "capacity=1099511627776; must be < 2**31"),
