@@ -12,6 +12,12 @@ that cannot hold it (does not divide ``update_period``) is refused. Environments
 episode statistics live in ``TrainState.data_state``, so a checkpoint holds everything and a
 killed run resumes bit-identically. The buffer starts with ``min_replay_history`` frames of
 uniformly random actions (Dopamine acts with epsilon = 1 and does not train until then).
+
+Bad input: every ``env.*`` / ``dqn.*`` key the task reads is checked when the task is built, before
+anything is initialised or compiled, each failure one line naming the key. Actions are produced
+in range by construction; were one not (a bug), the environment step would report a NaN reward
+and the TD loss a NaN, which the trainer's non-finite guard skips and counts
+(``nonfinite_skipped``).
 """
 
 from __future__ import annotations
