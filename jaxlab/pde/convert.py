@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, check
 from jaxlab.pde.dpot import DPOT, abstract_params
 
 Layout = Callable[[np.ndarray], np.ndarray]
@@ -110,6 +110,8 @@ def _strip_prefixes(state_dict: Mapping[str, Any]) -> dict[str, Any]:
   """Accepts a raw state dict, ``{"model": state_dict, ...}`` (the official checkpoints) and DDP's "module." prefix."""
   if "model" in state_dict and isinstance(state_dict["model"], Mapping):
     state_dict = state_dict["model"]
+  odd = [k for k in state_dict if not isinstance(k, str)]
+  check(not odd, f"state dict keys must be parameter names (str); got {odd[:3]!r}")
   return {(k[len("module."):] if k.startswith("module.") else k): v for k, v in state_dict.items()}
 
 
@@ -120,7 +122,9 @@ def convert_state_dict(state_dict: Mapping[str, Any], model: DPOT) -> tuple[dict
   Raises InputError naming every missing, unexpected or mis-shaped key (expected vs got).
   """
   model.check_config()
-  sd = {k: _to_numpy(v) for k, v in _strip_prefixes(state_dict).items()}
+  check(isinstance(state_dict, Mapping), f"state_dict is a {type(state_dict).__name__}; must be a mapping of "
+        "parameter names to arrays (an official DPOT state dict, or {'model': state_dict})")
+  sd = {k: _to_numpy(k, v) for k, v in _strip_prefixes(state_dict).items()}
   expected = expected_torch_shapes(model)
   skipped = sorted(k for k in sd if k.startswith(_CLS_PREFIX) and not model.num_classes)
   missing = sorted(set(expected) - set(sd))
@@ -131,6 +135,8 @@ def convert_state_dict(state_dict: Mapping[str, Any], model: DPOT) -> tuple[dict
       + ([f"mis-shaped [{'; '.join(misshaped)}]"] if misshaped else [])
   if problems:
     raise InputError(f"state dict does not fit {_describe(model)}: " + " | ".join(problems))
+  for torch_name in expected:
+    _check_values(torch_name, sd[torch_name])
 
   params: dict = {}
   stacked: dict[tuple[str, ...], list] = {}
@@ -166,10 +172,29 @@ def load_torch_checkpoint(path: str) -> dict[str, np.ndarray]:
   return {k: v.detach().cpu().numpy() for k, v in _strip_prefixes(ckpt).items() if hasattr(v, "detach")}
 
 
-def _to_numpy(v: Any) -> np.ndarray:
+def _to_numpy(key: str, v: Any) -> np.ndarray:
   if hasattr(v, "detach"):  # a torch tensor
-    v = v.detach().cpu().numpy()
-  return np.asarray(v)
+    v = v.detach().cpu()
+    if str(v.dtype) == "torch.bfloat16":  # numpy has no bfloat16; float32 holds it exactly
+      v = v.float()
+    v = v.numpy()
+  try:
+    return np.asarray(v)
+  except (TypeError, ValueError) as e:  # e.g. a ragged list
+    raise InputError(f"state dict entry {key!r} is not an array ({type(v).__name__}: {e})") from None
+
+
+def _check_values(key: str, value: np.ndarray) -> None:
+  """A weight must be real floating point and finite in float32 (what the model holds)."""
+  check(np.issubdtype(value.dtype, np.floating), f"state dict entry {key!r} has dtype {value.dtype}; must be a "
+        "real floating-point array (float16/32/64) as in an official checkpoint")
+  with np.errstate(over="ignore"):
+    finite = np.isfinite(value.astype(np.float32))
+  if not finite.all():
+    bad = int(np.size(finite) - np.count_nonzero(finite))
+    first = tuple(int(i) for i in np.argwhere(~finite)[0])
+    raise InputError(f"state dict entry {key!r} has {bad} non-finite value(s) in float32 (first at index {first}: "
+                     f"{value[first]!r}); a checkpoint of a diverged run, or values beyond float32's range")
 
 
 def _describe(model: DPOT) -> str:

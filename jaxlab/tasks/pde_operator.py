@@ -22,8 +22,9 @@ line naming the config key (:func:`check_config`).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +34,7 @@ import numpy as np
 from jaxlab.errors import InputError, check
 from jaxlab.pde.data import (MIXTURE_RULES, DatasetSpec, FNO_VISCOSITIES, PDEDataset, dataset_spec, dpot_t_test,
                              fno_navier_stokes, get_family, load_dataset, mixture_batch, rollout_eval_data)
+from jaxlab.pde.data.loader import default_num_test
 from jaxlab.pde.dpot import DPOT
 from jaxlab.pde.fno import FNO2d
 from jaxlab.pde.losses import make_loss_fn, relative_l2_loss
@@ -51,31 +53,43 @@ CHANNEL_PADDINGS = {"ones": 1.0, "zeros_masked": 0.0}
 
 # ---------------------------------------------------------------- data
 
-def dataset_from_entry(entry: Any, resolution: int) -> DatasetSpec:
+def dataset_from_entry(entry: Any, resolution: int, index: int = 0) -> DatasetSpec:
   """A data set from its config entry, e.g. ``{"family": "ns_fno", "viscosity": 1e-3, "trajectories": 200}``.
 
   Keys: ``family``, ``trajectories``, optional ``seed``, ``name`` and ``t_test`` (the evaluation
   horizon, read by :func:`served_sets`), and any parameter of the family. An ``ns_fno`` entry at
   one of FNO's viscosities gets FNO's frame count and our dt (``fno_navier_stokes``); other
-  viscosities need ``num_frames`` and ``dt`` chosen by the caller.
+  viscosities need ``num_frames`` and ``dt`` chosen by the caller. A bad entry raises one line
+  that starts with ``data.sets[index]``.
   """
+  where = f"data.sets[{index}]"
+  check(isinstance(entry, (Mapping, ml_collections.ConfigDict)),
+        f"{where}={entry!r} must be a dict with 'family', 'trajectories' and the family's parameters")
   entry = dict(entry)
   entry.pop("t_test", None)
   for key in ("family", "trajectories"):
-    check(key in entry, f"data.sets entry {entry} has no {key!r} key")
+    check(key in entry, f"{where}={entry} has no {key!r} key")
   family, n = entry.pop("family"), entry.pop("trajectories")
+  check(_is_int(n) and n >= 1, f"{where}.trajectories={n!r} must be an int >= 1")
   seed = entry.pop("seed", 0)
-  get_family(family)  # unknown family: one line listing the known ones
-  if family == "ns_fno" and any(abs(entry.get("viscosity", 1e-3) - v) <= 1e-12 for v in FNO_VISCOSITIES):
-    return fno_navier_stokes(entry.pop("viscosity", 1e-3), n, seed=seed, resolution=resolution, **entry)
-  if family == "ns_fno" and "name" not in entry:
-    entry["name"] = f"ns_fno_nu{entry.get('viscosity', 1e-3):.0e}"
-  return dataset_spec(family, n, seed=seed, resolution=resolution, **entry)
+  viscosity = entry.get("viscosity", 1e-3)
+  is_number = isinstance(viscosity, numbers.Real) and not isinstance(viscosity, bool)
+  try:
+    get_family(family)  # unknown family: one line listing the known ones
+    if family == "ns_fno" and is_number and any(abs(viscosity - v) <= 1e-12 for v in FNO_VISCOSITIES):
+      return fno_navier_stokes(entry.pop("viscosity", 1e-3), n, seed=seed, resolution=resolution, **entry)
+    if family == "ns_fno" and "name" not in entry and is_number:
+      entry["name"] = f"ns_fno_nu{viscosity:.0e}"
+    return dataset_spec(family, n, seed=seed, resolution=resolution, **entry)
+  except InputError as e:  # the spec's checks name the parameter; say which entry it is in
+    raise InputError(f"{where}: {e}") from None
 
 
 def dataset_specs(config: ml_collections.ConfigDict) -> list[DatasetSpec]:
-  check(len(config.data.sets) >= 1, "data.sets is empty; give at least one data set")
-  return [dataset_from_entry(entry, config.data.resolution) for entry in config.data.sets]
+  sets = config.data.sets
+  check(isinstance(sets, (list, tuple)) and len(sets) >= 1,
+        f"data.sets={sets!r} must be a non-empty tuple of data-set dicts")
+  return [dataset_from_entry(entry, config.data.resolution, i) for i, entry in enumerate(sets)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,10 +187,14 @@ def model_kwargs(config: ml_collections.ConfigDict, channels: int) -> tuple[str,
   name = m.pop("name", None)
   if name not in MODELS:
     raise InputError(f"model.name={name!r}; choose one of {', '.join(map(repr, MODELS))}")
+  widest = max(get_family(entry["family"]).num_channels for entry in config.data.sets)
   for key in ("in_channels", "out_channels"):
     value = m.pop(key, channels)
-    check(value == channels, f"model.{key}={value} does not match the data's {channels} channels "
-          "(the channel count comes from the data; set data.num_channels to pad)")
+    if value != channels:  # the task sets both from the data; padding can only add channels
+      fix = (f"set data.num_channels={value} to pad the data to it, or remove model.{key}"
+             if _is_int(value) and value >= widest else
+             f"remove model.{key} (the widest data set has {widest}, so the model needs at least that many)")
+      raise InputError(f"model.{key}={value!r} does not match the data's {channels} channels; {fix}")
   for key in ("in_timesteps", "out_timesteps", "img_size"):
     check(key not in m, f"model.{key} is set by the task (t_in, t_out, data.resolution); remove it")
   io = dict(in_channels=channels, out_channels=channels, in_timesteps=config.t_in, out_timesteps=config.t_out)
@@ -203,7 +221,9 @@ def build_model(config: ml_collections.ConfigDict, channels: int) -> Any:
       raise InputError(f"model: {e}") from None
     return model
   modes = kwargs.get("modes", FNO2d.modes)
-  check(2 * modes <= res, f"model.modes={modes} needs data.resolution >= {2 * modes}, got {res}")
+  check(_is_int(modes) and modes >= 1, f"model.modes={modes!r} must be an int >= 1 (Fourier modes kept per axis)")
+  check(2 * modes <= res, f"model.modes={modes} needs data.resolution >= {2 * modes}, got {res}; "
+        f"use model.modes <= {res // 2}")
   try:
     return FNO2d(**kwargs)
   except TypeError as e:
@@ -224,6 +244,11 @@ def rollout(apply: Callable[..., Any], params: Any, x0: jax.Array, steps: int, t
   their training distribution (they exploded); under DPOT's ones the model was trained to output
   ones there, and the official rollout feeds its own approximate ones back, here the exact ones.
   """
+  # steps and t_out are Python ints (static under jit); a 0-step rollout has no error to report.
+  for name, value, what in (("steps", steps, "frames to roll out"), ("t_out", t_out, "frames per call")):
+    check(isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1,
+          f"{name}={value!r} must be an int >= 1 ({what})")
+  check(x0.ndim == 5, f"x0 has shape {x0.shape}; must be (n, X, Y, t_in, C)")
   keep = None if channel_mask is None else jnp.asarray(channel_mask, x0.dtype)[:, None, None, None, :]
 
   def body(window, _):
@@ -253,6 +278,8 @@ def rollout_l2re(apply: Callable[..., Any], params: Any, evals: dict[str, dict[s
   for name, e in evals.items():
     mask = jnp.asarray(e["channel_mask"][:, None, None, None, :], jnp.float32)
     y = jnp.asarray(e["y"])
+    check(y.ndim == 5 and y.shape[3] >= 1, f"evals[{name!r}]['y'] has shape {y.shape}; must be (n, X, Y, steps, C) "
+          "with steps >= 1 (a 0-frame rollout has no L2RE)")
     pred = rollout(apply, params, jnp.asarray(e["x"]), y.shape[3], t_out, e["channel_mask"], pad_value)
     n = y.shape[0]
     out[f"l2re_1step/{name}"] = relative_l2_loss(pred[..., :1, :], y[..., :1, :], mask) / n
@@ -269,6 +296,25 @@ def _check_windows(config: ml_collections.ConfigDict) -> list[ServedSet]:
   check(_is_int(steps) and steps >= 0,
         f"data.rollout_steps={steps!r} must be an int >= 0 (0: each set's t_test)")
   return served_sets(config)  # checks t_in + t_out and t_in + t_test against every set's frames
+
+
+def _check_test_split(config: ml_collections.ConfigDict, specs: Sequence[DatasetSpec]) -> None:
+  """data.num_test leaves training and test trajectories in every set; data.eval_trajectories fits in it."""
+  d = config.data
+  num_test, evals = d.get("num_test", None), d.get("eval_trajectories", 0)
+  check(num_test is None or (_is_int(num_test) and num_test >= 1),
+        f"data.num_test={num_test!r} must be an int >= 1 (test trajectories per set, rolled out at evaluation) "
+        "or None (10% of each set)")
+  for i, spec in enumerate(specs):
+    n = spec.num_trajectories
+    where = f"data set {spec.name!r} (data.sets[{i}].trajectories={n})"
+    check(n >= 2, f"{where} is too small; the train/test split needs >= 2 trajectories")
+    test = default_num_test(n) if num_test is None else num_test
+    check(test < n, f"data.num_test={num_test} leaves no training trajectory in {where}; must be in [1, {n - 1}]")
+  check(_is_int(evals) and evals >= 0, f"data.eval_trajectories={evals!r} must be an int >= 0 (test trajectories "
+        "rolled out per set at evaluation; 0: all)")
+  check(num_test is None or evals <= num_test, f"data.eval_trajectories={evals} exceeds data.num_test={num_test}; "
+        f"must be in [0, {num_test}] (0: all)")
 
 
 def _pretrained_config(workdir: str) -> dict | None:
@@ -311,12 +357,18 @@ def _check_pretrained(config: ml_collections.ConfigDict, channels: int) -> None:
 
 def check_config(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], int, Any]:
   """``(data set specs, channels, model)`` after checking every setting; nothing is generated."""
-  check(isinstance(config.data.resolution, int) and config.data.resolution >= 8,
-        f"data.resolution={config.data.resolution!r} must be an int >= 8")
+  res = config.data.resolution
+  check(_is_int(res) and res >= 8 and res % 2 == 0,
+        f"data.resolution={res!r} must be an even int >= 8 (grid points per axis)")
   specs = [s.spec for s in _check_windows(config)]
+  _check_test_split(config, specs)
   widest = max(s.num_channels for s in specs)
+  num_channels = config.data.get("num_channels", 0)
+  check(_is_int(num_channels), f"data.num_channels={num_channels!r} must be an int (0: the widest set's {widest})")
+  check(num_channels == 0 or num_channels >= widest,
+        f"data.num_channels={num_channels!r} is below the widest data set's {widest} channels; must be 0 (the "
+        f"widest set's) or an int >= {widest} (more pads, see data.channel_padding)")
   channels = channels_of(config)
-  check(channels >= widest, f"data.num_channels={channels} is below the widest data set's {widest} channels")
   weights = tuple(config.data.weights)
   check(not weights or len(weights) == len(specs),
         f"data.weights has {len(weights)} entries for {len(specs)} data sets (or give () for equal weights)")
@@ -329,8 +381,9 @@ def check_config(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], 
   check(rule in MIXTURE_RULES, f"data.mixture_rule={rule!r}; allowed: {', '.join(map(repr, MIXTURE_RULES))}")
   pad_value(config)  # data.channel_padding is one of CHANNEL_PADDINGS
   model = build_model(config, channels)
-  check(config.noise_scale >= 0 and np.isfinite(config.noise_scale),
-        f"noise_scale={config.noise_scale!r} must be finite and >= 0")
+  noise = config.noise_scale
+  check(isinstance(noise, numbers.Real) and not isinstance(noise, bool) and noise >= 0 and np.isfinite(noise),
+        f"noise_scale={noise!r} must be finite and >= 0 (denoising noise relative to the input's norm; 0: none)")
   _check_pretrained(config, channels)
   return specs, channels, model
 

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from configs import dpot_pde  # noqa: E402
 from jaxlab.pde.data import dataset_dir, fno_navier_stokes  # noqa: E402
-from jaxlab.tasks.pde_operator import pde_operator  # noqa: E402
+from jaxlab.tasks.pde_operator import pde_operator, rollout, rollout_l2re  # noqa: E402
 from jaxlab.train.checkpoint import Checkpointer  # noqa: E402
 from jaxlab.train.trainer import train  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
@@ -84,6 +84,21 @@ def _pretrained_with_zero_padding():
   return train(config, tempfile.mkdtemp(), devices=jax.devices()[:1], progress=False)
 
 
+def _ns_set(**kw: Any) -> tuple[dict, ...]:
+  return ({"family": "ns_fno", "viscosity": 1e-3, "trajectories": 12, "num_frames": 8, **kw},)
+
+
+def _persistence(variables, window):
+  return window[..., -1:, :]
+
+
+def _rollout_l2re_of_no_frames():
+  """An evaluation entry with 0 frames to roll out would score L2RE 0/0: refused."""
+  evals = {"d": dict(x=np.ones((2, 8, 8, 3, 1), np.float32), y=np.ones((2, 8, 8, 0, 1), np.float32),
+                     channel_mask=np.ones((2, 1), bool))}
+  return rollout_l2re(_persistence, None, evals, t_out=1)
+
+
 CASES: list[Case] = [
     ("pde task", "resolution not divisible by the patch", _task(**{"data.resolution": 34}),
      "data.resolution=34 is not divisible by the DPOT patch size 4"),
@@ -133,6 +148,63 @@ CASES: list[Case] = [
     ("pde task", "negative noise", _task(noise_scale=-1e-3), "noise_scale=-0.001 must be finite and >= 0"),
     ("pde task", "non-finite values in the data", _non_finite_data,
      "data set 'ns_fno_nu1e-03': loaded trajectory 1 has non-finite values"),
+    # data.sets entries: every family parameter is checked before anything is generated
+    ("pde task", "negative viscosity in a set", _task(**{"data.sets": _ns_set(viscosity=-1e-3)}),
+     "data.sets[0]: viscosity=-0.001 of family 'ns_fno'; must be a finite number > 0 (kinematic viscosity nu"),
+    ("pde task", "Kolmogorov at zero viscosity (Re = inf)",
+     _task(**{"data.sets": ({"family": "kolmogorov", "trajectories": 4, "viscosity": 0.0, "num_frames": 8},)}),
+     "data.sets[0]: viscosity=0.0 of family 'kolmogorov'; must be a finite number > 0"),
+    ("pde task", "Kolmogorov forcing above the grid's Nyquist",
+     _task(**{"data.sets": ({"family": "kolmogorov", "trajectories": 4, "injection_mode": 20, "num_frames": 8},)}),
+     "data.sets[0]: injection_mode=20 of family 'kolmogorov'; must be <= 16"),
+    ("pde task", "negative diffusivity in the reaction set",
+     _task("mixture_tiny", **{"data.sets": _ns_set() + ({"family": "diffusion_reaction", "trajectories": 6,
+                                                          "num_frames": 8, "diffusivity_v": -5e-3},)}),
+     "data.sets[1]: diffusivity_v=-0.005 of family 'diffusion_reaction'; must be a finite number >= 0"),
+    ("pde task", "GRF exponent that makes no field", _task(**{"data.sets": _ns_set(grf_alpha=500.0)}),
+     "data.sets[0]: family 'ns_fno': grf_alpha=500.0, grf_tau=7.0 make no field on 32^2 points"),
+    ("pde task", "ETDRK order 0", _task(**{"data.sets": _ns_set(order=0)}),
+     "data.sets[0]: order=0 of family 'ns_fno'; must be an int in [1, 4]"),
+    ("pde task", "dt not dividing the frame interval", _task(**{"data.sets": _ns_set(dt=0.3)}),
+     "data.sets[0]: frame_interval=1.0 must be a positive integer multiple of dt=0.3"),
+    ("pde task", "zero frames in a set", _task(**{"data.sets": _ns_set(num_frames=0)}),
+     "data.sets[0]: num_frames=0 of family 'ns_fno'; must be an int >= 1"),
+    ("pde task", "zero trajectories in a set", _task(**{"data.sets": _ns_set(trajectories=0)}),
+     "data.sets[0].trajectories=0 must be an int >= 1"),
+    ("pde task", "negative seed of a set", _task(**{"data.sets": _ns_set(seed=-1)}),
+     "data.sets[0]: seed=-1 must be an int in [0, 2^63)"),
+    ("pde task", "a set that is not a dict", _task(**{"data.sets": ("ns_fno",)}),
+     "data.sets[0]='ns_fno' must be a dict with 'family', 'trajectories'"),
+    ("pde task", "no data sets", _task(**{"data.sets": ()}), "data.sets=() must be a non-empty tuple"),
+    ("pde task", "odd resolution", _task("fno_tiny", **{"data.resolution": 33}),
+     "data.resolution=33 must be an even int >= 8"),
+    # the train/test split and the evaluation
+    ("pde task", "eval_trajectories=-1", _task(**{"data.eval_trajectories": -1}),
+     "data.eval_trajectories=-1 must be an int >= 0"),
+    ("pde task", "eval_trajectories above num_test", _task(**{"data.eval_trajectories": 5}),
+     "data.eval_trajectories=5 exceeds data.num_test=2; must be in [0, 2]"),
+    ("pde task", "num_test=0 (nothing to evaluate)", _task(**{"data.num_test": 0}),
+     "data.num_test=0 must be an int >= 1 (test trajectories per set"),
+    ("pde task", "num_test of every trajectory", _task(**{"data.num_test": 12}),
+     "data.num_test=12 leaves no training trajectory in data set 'ns_fno_nu1e-03' (data.sets[0].trajectories=12); "
+     "must be in [1, 11]"),
+    ("pde task", "num_test of a small set in a mixture", _task("mixture_tiny", **{"data.num_test": 6}),
+     "data.num_test=6 leaves no training trajectory in data set 'diffusion_reaction' (data.sets[1].trajectories=6)"),
+    ("pde task", "rollout of 0 frames (L2RE 0/0)", _rollout_l2re_of_no_frames,
+     "evals['d']['y'] has shape (2, 8, 8, 0, 1); must be (n, X, Y, steps, C) with steps >= 1"),
+    ("pde task", "rollout of -1 frames", lambda: rollout(_persistence, None, jnp.ones((2, 8, 8, 3, 1)), -1, 1),
+     "steps=-1 must be an int >= 1 (frames to roll out)"),
+    ("pde task", "rollout with t_out=0", lambda: rollout(_persistence, None, jnp.ones((2, 8, 8, 3, 1)), 2, 0),
+     "t_out=0 must be an int >= 1 (frames per call)"),
+    # channels and the model
+    ("pde task", "model.in_channels below the widest set (no padding can fix it)",
+     _task("mixture_tiny", **{"model.in_channels": 1}),
+     "model.in_channels=1 does not match the data's 2 channels; remove model.in_channels (the widest data set has 2"),
+    ("pde task", "model.out_channels above the data's (pad the data)", _task(**{"model.out_channels": 3}),
+     "model.out_channels=3 does not match the data's 1 channels; set data.num_channels=3 to pad the data to it"),
+    ("pde task", "negative num_channels", _task(**{"data.num_channels": -1}),
+     "data.num_channels=-1 is below the widest data set's 1 channels; must be 0 (the widest set's) or an int >= 1"),
+    ("pde task", "FNO modes of 0", _task("fno_tiny", **{"model.modes": 0}), "model.modes=0 must be an int >= 1"),
     ("pde task", "checkpoint with other channels than the data", _pretrained_with_two_channels,
      "was trained with 2 channels, this run's data have 1; set data.num_channels=2"),
     ("pde task", "checkpoint with another channel padding", _pretrained_with_zero_padding,

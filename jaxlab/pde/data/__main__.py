@@ -8,9 +8,11 @@ Run it once before a multi-host job (one process), so the training processes onl
 from __future__ import annotations
 
 import json
+import sys
 
 from absl import app, flags
 
+from jaxlab.errors import InputError
 from jaxlab.pde.data import dataset_dir, default_mixture, describe, load_or_generate
 
 _TRAJ = flags.DEFINE_integer("trajectories", 1000, "trajectories per data set")
@@ -21,11 +23,19 @@ _CHUNK = flags.DEFINE_integer("chunk", 32, "trajectories per vmapped chunk (larg
 
 
 def main(_):
-  for spec in default_mixture(_TRAJ.value, seed=_SEED.value):
-    if _SETS.value is not None and spec.name not in _SETS.value:
-      continue
-    load_or_generate(spec, _CACHE.value, chunk_size=_CHUNK.value)
-    print(json.dumps({**describe(spec), "path": str(dataset_dir(spec, _CACHE.value))}))
+  try:
+    specs = default_mixture(_TRAJ.value, seed=_SEED.value)
+    unknown = sorted(set(_SETS.value or ()) - {s.name for s in specs})
+    if unknown:
+      raise InputError(f"--sets={','.join(_SETS.value)}: unknown {unknown}; known: {[s.name for s in specs]}")
+    for spec in specs:
+      if _SETS.value is not None and spec.name not in _SETS.value:
+        continue
+      load_or_generate(spec, _CACHE.value, chunk_size=_CHUNK.value)
+      print(json.dumps({**describe(spec), "path": str(dataset_dir(spec, _CACHE.value))}))
+  except InputError as e:  # bad input: one line, as jaxlab.main prints it
+    sys.stderr.write(f"jaxlab.pde.data: error: {e}\n")
+    sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import tqdm
 
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, check
 from jaxlab.pde.data.families import get_family
 from jaxlab.pde.data.spec import DatasetSpec
 
@@ -49,6 +49,11 @@ def first_non_finite(block: np.ndarray) -> int | None:
   return int(np.argmax(bad)) if bad.any() else None
 
 
+def check_chunk_size(chunk_size: int) -> None:
+  check(isinstance(chunk_size, int) and not isinstance(chunk_size, bool) and chunk_size >= 1,
+        f"chunk_size={chunk_size!r} must be an int >= 1 (trajectories per vmapped solver call)")
+
+
 def generate(spec: DatasetSpec, *, out: np.ndarray | None = None, chunk_size: int = 32,
              progress: bool = True) -> np.ndarray:
   """All ``spec.num_trajectories`` trajectories, shape ``spec.shape``, float32.
@@ -61,8 +66,9 @@ def generate(spec: DatasetSpec, *, out: np.ndarray | None = None, chunk_size: in
     out = np.empty(spec.shape, np.float32)
   if out.shape != spec.shape or out.dtype != np.float32:
     raise InputError(f"out has shape {out.shape} / {out.dtype}; expected {spec.shape} / float32")
+  check_chunk_size(chunk_size)
   n = spec.num_trajectories
-  chunk = max(1, min(int(chunk_size), n))
+  chunk = min(chunk_size, n)
   simulate = batch_simulator(spec)
   with tqdm.tqdm(total=n, desc=f"generating {spec.name}", unit="traj", disable=not progress) as bar:
     for start in range(0, n, chunk):

@@ -16,9 +16,14 @@ real and imaginary parts have variance 1/2: a field sqrt(2) smaller. We follow t
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxlab.errors import check
 
 
 def _eigen_sqrt(num_points: int, alpha: float, tau: float) -> np.ndarray:
@@ -31,12 +36,38 @@ def _eigen_sqrt(num_points: int, alpha: float, tau: float) -> np.ndarray:
   return amplitude
 
 
+def _is_real(value) -> bool:
+  return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_parameters(num_points: int, alpha: float, tau: float, where: str = "") -> None:
+  """Refuses a grid or (alpha, tau) that gives no field: alpha <= 1 (infinite variance in 2-D),
+  tau <= 0, or amplitudes that overflow or underflow float32 on this grid (e.g. alpha = 500)."""
+  check(isinstance(num_points, numbers.Integral) and not isinstance(num_points, bool) and num_points >= 2,
+        f"{where}num_points={num_points!r}; must be an int >= 2 (grid points per axis)")
+  check(_is_real(alpha) and alpha > 1, f"{where}grf_alpha={alpha!r}; must be a finite number > 1 (smoothness "
+        "of the GRF; its variance is finite only for alpha > 1 in 2-D)")
+  check(_is_real(tau) and tau > 0, f"{where}grf_tau={tau!r}; must be a finite number > 0 (inverse length scale "
+        "of the GRF)")
+  try:
+    with np.errstate(all="ignore"):  # an overflow is what this check reports
+      largest = float(np.max(np.abs(_eigen_sqrt(num_points, alpha, tau).astype(np.float32))))
+  except OverflowError:  # sigma = tau^(alpha - 1) beyond float64
+    largest = math.inf
+  fix = ("overflow float32 (lower grf_alpha or grf_tau)" if not math.isfinite(largest)
+         else "underflow to 0 in float32 (lower grf_alpha or raise grf_tau)")
+  check(math.isfinite(largest) and largest > 0, f"{where}grf_alpha={alpha}, grf_tau={tau} make no field on "
+        f"{num_points}^2 points: the GRF amplitudes {fix}; FNO's are alpha=2.5, tau=7")
+
+
 def fno_gaussian_random_field(key: jax.Array, num_points: int, alpha: float = 2.5,
                               tau: float = 7.0) -> jax.Array:
   """One sample of the FNO initial-vorticity field (module docstring), shape (N, N), float32.
 
-  Axis 0 is x1 and axis 1 is x2 (``indexing="ij"``), grid points x = i / N.
+  Axis 0 is x1 and axis 1 is x2 (``indexing="ij"``), grid points x = i / N. ``num_points``,
+  ``alpha`` and ``tau`` must be concrete (:func:`check_parameters`).
   """
+  check_parameters(num_points, alpha, tau)
   amplitude = jnp.asarray(_eigen_sqrt(num_points, alpha, tau), jnp.float32)
   a, b = jax.random.normal(key, (2, num_points, num_points), jnp.float32)
   # ifft2 divides by N^2; the official sampler multiplies its eigenvalues by N^2 to undo it.

@@ -21,6 +21,7 @@ trajectories, never drawn by the training sampler.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 from typing import Sequence
 
@@ -79,7 +80,8 @@ class PDEDataset:
     raise InputError(f"split={split!r}; allowed: 'train', 'test'")
 
 
-def _default_num_test(num_trajectories: int) -> int:
+def default_num_test(num_trajectories: int) -> int:
+  """Test trajectories when ``num_test`` is None: 10% (at least 1; none for a 1-trajectory set)."""
   return max(1, round(0.1 * num_trajectories)) if num_trajectories >= 2 else 0
 
 
@@ -92,8 +94,8 @@ def make_dataset(name: str, trajectories: np.ndarray, *, num_test: int | None = 
   check(trajectories.dtype == np.float32,
         f"data set {name!r}: trajectories must be float32, got {trajectories.dtype}")
   n = shape[0]
-  num_test = _default_num_test(n) if num_test is None else num_test
-  check(isinstance(num_test, (int, np.integer)) and 0 <= num_test < n,
+  num_test = default_num_test(n) if num_test is None else num_test
+  check(_is_int(num_test) and 0 <= num_test < n,
         f"data set {name!r}: num_test={num_test} must be in [0, {n - 1}] (at least one training trajectory)")
   if verify_finite:
     store.check_finite(trajectories, name)
@@ -109,7 +111,7 @@ def load_dataset(spec: DatasetSpec, cache_dir: str | os.PathLike | None = None, 
   the memory map, nothing is copied): 1 drops the initial state w0 of an ``ns_fno`` set, so that
   the frames are FNO's ``u`` (t = 1..T), the frames DPOT trains and tests on.
   """
-  check(isinstance(first_frame, int) and 0 <= first_frame < spec.num_frames - 1,
+  check(_is_int(first_frame) and 0 <= first_frame < spec.num_frames - 1,
         f"first_frame={first_frame!r} must be an int in [0, {spec.num_frames - 2}] for data set {spec.name!r} "
         f"({spec.num_frames} stored frames)")
   array = store.load_or_generate(spec, cache_dir, chunk_size=chunk_size, progress=progress,
@@ -127,8 +129,13 @@ class MixturePlan:
   start: np.ndarray  # (G,) int64, first input frame
 
 
+def _is_int(value) -> bool:
+  return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def _check_window(datasets: Sequence[PDEDataset], t_in: int, t_out: int) -> None:
-  check(int(t_in) >= 1 and int(t_out) >= 1, f"t_in={t_in} and t_out={t_out} must both be >= 1")
+  check(_is_int(t_in) and _is_int(t_out) and t_in >= 1 and t_out >= 1,
+        f"t_in={t_in!r} and t_out={t_out!r} must both be ints >= 1")
   for ds in datasets:
     check(t_in + t_out <= ds.num_frames,
           f"data set {ds.name!r}: t_in + t_out = {t_in + t_out} exceeds its {ds.num_frames} frames")
@@ -163,9 +170,9 @@ def mixture_plan(datasets: Sequence[PDEDataset], weights: Sequence[float], seed:
   Rows are drawn i.i.d. (with replacement) with :func:`mixture_probabilities`; DPOT's epochs
   shuffle the weighted concatenation (without replacement), which has the same per-row law.
   """
-  check(isinstance(seed, (int, np.integer)) and seed >= 0, f"seed={seed!r} must be an int >= 0")
-  check(isinstance(step, (int, np.integer)) and step >= 0, f"step={step!r} must be an int >= 0")
-  check(isinstance(global_batch_size, (int, np.integer)) and global_batch_size >= 1,
+  check(_is_int(seed) and seed >= 0, f"seed={seed!r} must be an int >= 0")
+  check(_is_int(step) and step >= 0, f"step={step!r} must be an int >= 0")
+  check(_is_int(global_batch_size) and global_batch_size >= 1,
         f"global_batch_size={global_batch_size!r} must be an int >= 1")
   _check_window(datasets, t_in, t_out)
   probs = mixture_probabilities(datasets, weights, split, rule)
@@ -207,8 +214,14 @@ def _common_channels(datasets: Sequence[PDEDataset], num_channels: int | None) -
   widest = max(ds.num_channels for ds in datasets)
   if num_channels is None:
     return widest
-  check(num_channels >= widest, f"num_channels={num_channels} is below the widest data set's {widest}")
+  check(_is_int(num_channels) and num_channels >= widest,
+        f"num_channels={num_channels!r} is below the widest data set's {widest} channels; must be an int >= {widest}")
   return int(num_channels)
+
+
+def _check_pad_value(pad_value: float) -> None:
+  check(isinstance(pad_value, numbers.Real) and not isinstance(pad_value, bool)
+        and np.isfinite(pad_value), f"pad_value={pad_value!r} must be a finite number (the value of padded channels)")
 
 
 def _window(ds: PDEDataset, trajectory: int, start: int, length: int) -> np.ndarray:
@@ -229,6 +242,7 @@ def mixture_batch(datasets: Sequence[PDEDataset], weights: Sequence[float], seed
   """
   grid = _common_grid(datasets)
   channels = _common_channels(datasets, num_channels)
+  _check_pad_value(pad_value)
   plan = mixture_plan(datasets, weights, seed, step, global_batch_size, t_in, t_out, split, rule)
   rows = _rows(rows, global_batch_size)
   n = len(rows)
@@ -269,13 +283,24 @@ def rollout_eval_data(datasets: Sequence[PDEDataset], t_in: int,
   check(len(set(names)) == len(names), f"data set names must be unique, got {names}")
   _common_grid(datasets)
   channels = _common_channels(datasets, num_channels)
+  _check_pad_value(pad_value)
+  check(_is_int(t_in) and t_in >= 1, f"t_in={t_in!r} must be an int >= 1")
+  check(max_trajectories is None or (_is_int(max_trajectories) and max_trajectories >= 1),
+        f"max_trajectories={max_trajectories!r} must be None (all test trajectories) or an int >= 1")
   per_set = list(num_steps) if isinstance(num_steps, (list, tuple)) else [num_steps] * len(datasets)
   check(len(per_set) == len(datasets), f"num_steps has {len(per_set)} entries for {len(datasets)} data sets")
   out = {}
   for d, ds in enumerate(datasets):
+    # A 0-frame rollout would score an L2RE of 0/0: refused, as is a negative one.
+    where = f"num_steps[{d}]" if isinstance(num_steps, (list, tuple)) else "num_steps"
+    check(per_set[d] is None or (_is_int(per_set[d]) and per_set[d] >= 1),
+          f"{where}={per_set[d]!r} for data set {ds.name!r} must be an int >= 1 (frames to roll out) or None "
+          "(every frame after t_in)")
     steps = ds.num_frames - t_in if per_set[d] is None else per_set[d]
-    check(steps >= 1, f"data set {ds.name!r}: no frames left after t_in={t_in}")
-    _check_window([ds], t_in, steps)
+    check(steps >= 1, f"data set {ds.name!r}: no frames left after t_in={t_in} of its {ds.num_frames} frames "
+          f"(num_steps=None rolls out the rest); t_in must be <= {ds.num_frames - 1}")
+    check(t_in + steps <= ds.num_frames, f"data set {ds.name!r}: t_in={t_in} + {where}={steps} = {t_in + steps} "
+          f"exceeds its {ds.num_frames} frames")
     test = ds.split_indices("test")[:max_trajectories]
     check(len(test) > 0, f"data set {ds.name!r} has no test trajectories (num_test=0)")
     frames = np.asarray(ds.trajectories[test[0]:test[-1] + 1, :t_in + steps])  # (n, t, X, Y, c)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
+import numbers
 from typing import Any, Mapping
 
 import exponax
 
-from jaxlab.errors import InputError, check
-from jaxlab.pde.data.families import FAMILIES, FNO_VISCOSITIES, get_family, substeps
+from jaxlab.errors import check
+from jaxlab.pde.data.families import FAMILIES, FNO_VISCOSITIES, check_params, get_family, substeps
 
 # Bump when the generator's numerics change, so old caches are not reused.
 GENERATOR_VERSION = 1
@@ -82,21 +82,18 @@ def dataset_spec(family: str, num_trajectories: int, *, seed: int = 0, resolutio
   fam = get_family(family)
   unknown = sorted(set(params) - set(fam.defaults))
   check(not unknown, f"unknown parameters {unknown} for family {family!r}; known: {sorted(fam.defaults)}")
-  check(_is_int(num_trajectories) and num_trajectories >= 1,
-        f"num_trajectories={num_trajectories!r} must be an int >= 1")
-  check(_is_int(seed) and seed >= 0, f"seed={seed!r} must be an int >= 0")
+  check(_is_int(num_trajectories) and 1 <= num_trajectories < 2 ** 32,
+        f"num_trajectories={num_trajectories!r} must be an int in [1, 2^32)")
+  check(_is_int(seed) and 0 <= seed < 2 ** 63, f"seed={seed!r} must be an int in [0, 2^63) (a jax PRNG seed)")
   check(_is_int(resolution) and resolution >= 8 and resolution % 2 == 0,
         f"resolution={resolution!r} must be an even int >= 8")
   solver_resolution = resolution if solver_resolution is None else solver_resolution
-  check(_is_int(solver_resolution) and solver_resolution % resolution == 0,
-        f"solver_resolution={solver_resolution!r} must be a multiple of resolution={resolution}")
+  check(_is_int(solver_resolution) and solver_resolution >= resolution and solver_resolution % resolution == 0,
+        f"solver_resolution={solver_resolution!r} must be a multiple of resolution={resolution} "
+        "(1, 2, ... times it; the data keep every r-th point)")
+  check(name is None or (isinstance(name, str) and name != ""), f"name={name!r} must be a non-empty str or None")
   merged = {**fam.defaults, **params}
-  check(_is_int(merged["num_frames"]) and merged["num_frames"] >= 1,
-        f"num_frames={merged['num_frames']!r} must be an int >= 1")
-  for key, value in merged.items():
-    if isinstance(value, float) and not math.isfinite(value):
-      raise InputError(f"parameter {key}={value} of family {family!r} must be finite")
-  check(isinstance(merged["dt"], (int, float)) and merged["dt"] > 0, f"dt={merged['dt']!r} must be > 0")
+  check_params(fam, merged, solver_resolution)  # every value in range, before anything is compiled
   substeps(merged)  # frame_interval must be a whole number of dt steps
   if merged.get("warmup_time", 0) != 0:
     substeps(merged, "warmup_time")
@@ -109,6 +106,8 @@ def fno_navier_stokes(viscosity: float, num_trajectories: int, *, seed: int = 0,
                       resolution: int = 64, solver_resolution: int | None = None,
                       **overrides: Any) -> DatasetSpec:
   """FNO's NS set for viscosity 1e-3, 1e-4 or 1e-5: its frame count (50, 30, 20) and our dt."""
+  check(isinstance(viscosity, numbers.Real) and not isinstance(viscosity, bool),
+        f"viscosity={viscosity!r} must be a number; FNO's presets: {sorted(FNO_VISCOSITIES)}")
   matches = [v for v in FNO_VISCOSITIES if abs(v - viscosity) <= 1e-12]
   check(bool(matches), f"viscosity={viscosity} has no FNO preset; allowed: {sorted(FNO_VISCOSITIES)} "
         "(or call dataset_spec('ns_fno', ..., viscosity=..., num_frames=..., dt=...))")

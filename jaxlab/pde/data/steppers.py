@@ -9,12 +9,24 @@ PDE is a :class:`exponax.BaseStepper` subclass giving L (``_build_linear_operato
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import exponax
 import jax
 import jax.numpy as jnp
 import numpy as np
 from exponax.nonlin_fun import BaseNonlinearFun, VorticityConvection2d
 from exponax._spectral import build_laplace_operator
+
+from jaxlab.errors import check
+
+
+def _check_diffusivity(name: str, value) -> None:
+  """A concrete negative (anti-diffusive, ill-posed) or non-finite value is refused; a traced one passes."""
+  if isinstance(value, numbers.Real):
+    check(not isinstance(value, bool) and math.isfinite(value) and value >= 0,
+          f"{name}={value!r}; must be a finite number >= 0 (a negative diffusivity is ill-posed: anti-diffusion)")
 
 
 def fno_forcing(num_points: int, amplitude: float = 0.1) -> np.ndarray:
@@ -59,6 +71,7 @@ class ForcedNavierStokesVorticity(exponax.BaseStepper):
   def __init__(self, domain_extent: float, num_points: int, dt: float, *, diffusivity: float,
                forcing: np.ndarray, convection_scale: float = -1.0, order: int = 4,
                dealiasing_fraction: float = 2 / 3):
+    _check_diffusivity("diffusivity", diffusivity)
     self.diffusivity = diffusivity
     self.convection_scale = convection_scale
     self.dealiasing_fraction = dealiasing_fraction
@@ -109,6 +122,8 @@ class FitzHughNagumo(exponax.BaseStepper):
   def __init__(self, domain_extent: float, num_points: int, dt: float, *, diffusivity_u: float,
                diffusivity_v: float, k: float, order: int = 4,
                dealiasing_fraction: float | None = None):
+    _check_diffusivity("diffusivity_u", diffusivity_u)
+    _check_diffusivity("diffusivity_v", diffusivity_v)
     self.diffusivity_u = diffusivity_u
     self.diffusivity_v = diffusivity_v
     self.k = k
@@ -132,6 +147,9 @@ def rollout_frames(stepper: exponax.BaseStepper, u0: jax.Array, *, substeps: int
   Stays in Fourier space between frames (one inverse FFT per frame). u0: (C, N, N);
   returns (num_frames + 1, C, N, N): the state after the warm-up, then each recorded frame.
   """
+  for name, value, low in (("substeps", substeps, 1), ("num_frames", num_frames, 1), ("warmup_steps", warmup_steps, 0)):
+    check(isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low,
+          f"{name}={value!r}; must be an int >= {low}")
   num_points = u0.shape[-1]
   step = lambda _, u_hat: stepper.step_fourier(u_hat)
   u_hat = exponax.fft(u0, num_spatial_dims=2)

@@ -95,6 +95,17 @@ def _remove_stale_temps(folder: Path) -> None:
       shutil.rmtree(temp, ignore_errors=True)
 
 
+def _check_free_space(spec: DatasetSpec, parent: Path) -> None:
+  """Refuses a set that cannot fit on the cache's disk (else opening the memory map fails with a bare OSError,
+  or a sparse file fills the disk mid-generation)."""
+  need = int(np.prod(spec.shape, dtype=np.float64)) * 4
+  free = shutil.disk_usage(parent).free
+  if need > free:
+    raise InputError(f"data set {spec.name!r} needs {need / 1e9:.3g} GB for shape {spec.shape} (trajectories, "
+                     f"frames, X, Y, C) but {parent} has {free / 1e9:.3g} GB free; use fewer trajectories / "
+                     f"frames / a lower resolution, or a cache_dir (${ENV_VAR}) on a larger disk")
+
+
 def load_or_generate(spec: DatasetSpec, cache_dir: str | os.PathLike | None = None, *,
                      chunk_size: int = 32, progress: bool = True,
                      verify_finite: bool = True) -> np.ndarray:
@@ -102,9 +113,11 @@ def load_or_generate(spec: DatasetSpec, cache_dir: str | os.PathLike | None = No
   cached = load_cached(spec, cache_dir, verify_finite=verify_finite)
   if cached is not None:
     return cached
+  generator.check_chunk_size(chunk_size)
   folder = dataset_dir(spec, cache_dir)
   folder.parent.mkdir(parents=True, exist_ok=True)
   _remove_stale_temps(folder)
+  _check_free_space(spec, folder.parent)
   temp = folder.parent / f".tmp-{folder.name}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
   temp.mkdir()
   try:

@@ -102,7 +102,7 @@ def test_dpots_ones_padding_and_per_set_horizons(sets):
   assert np.all(out["a"]["x"][..., 1] == 1) and np.all(out["a"]["y"][..., 1] == 1)
   with pytest.raises(InputError, match="num_steps has 2 entries for 3 data sets"):
     rollout_eval_data(sets, 3, [4, 2])
-  with pytest.raises(InputError, match="data set 'c': t_in \\+ t_out = 10 exceeds its 9 frames"):
+  with pytest.raises(InputError, match="data set 'c': t_in=3 \\+ num_steps\\[2\\]=7 = 10 exceeds its 9 frames"):
     rollout_eval_data(sets, 3, [4, 2, 7])
 
 
