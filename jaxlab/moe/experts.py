@@ -8,12 +8,45 @@ rule such as ``(r"experts/", ("expert",))`` splits every expert parameter over a
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxlab.errors import check
 
 ExpertParams = dict  # {"w1", "b1", "w2", "b2"}
+
+def _show(value: Any) -> str:
+  return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def is_int(value: Any) -> bool:
+  """A Python or NumPy integer, not a bool (``True`` would pass as a size of 1)."""
+  return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_int(value: Any, name: str, minimum: int = 1, meaning: str = "") -> None:
+  """InputError ``name=value; must be an int >= minimum (meaning)`` unless ``value`` is such an int.
+
+  Sizes are static Python values even under ``jit``, so this runs at trace time, before any compile.
+  """
+  check(is_int(value) and value >= minimum,
+        f"{name}={_show(value)}; must be an int >= {minimum}" + (f" ({meaning})" if meaning else ""))
+
+
+def check_positive(value: Any, name: str, meaning: str = "") -> None:
+  """InputError unless ``value`` is a finite real number > 0 (not a bool, a string, NaN or inf)."""
+  ok = (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(value) and value > 0)
+  check(ok, f"{name}={_show(value)}; must be a finite number > 0" + (f" ({meaning})" if meaning else ""))
+
+
+def check_bool(value: Any, name: str) -> None:
+  check(isinstance(value, (bool, np.bool_)), f"{name}={_show(value)}; must be True or False")
+
 
 _glorot_per_expert = jax.nn.initializers.glorot_uniform(in_axis=-2, out_axis=-1, batch_axis=(0,))
 
@@ -21,9 +54,9 @@ _glorot_per_expert = jax.nn.initializers.glorot_uniform(in_axis=-2, out_axis=-1,
 def init_experts(key: jax.Array, num_experts: int, token_dim: int, hidden_dim: int,
                  dtype: jnp.dtype = jnp.float32) -> ExpertParams:
   """Parameters of ``num_experts`` MLPs ``token_dim -> hidden_dim -> token_dim``."""
-  check(num_experts > 0, f"num_experts={num_experts}; need >= 1")
-  check(token_dim > 0, f"token_dim={token_dim}; need >= 1")
-  check(hidden_dim > 0, f"expert hidden_dim={hidden_dim}; need >= 1")
+  check_int(num_experts, "num_experts")
+  check_int(token_dim, "token_dim")
+  check_int(hidden_dim, "expert hidden_dim", meaning="width of each expert MLP")
   k1, k2 = jax.random.split(key)
   n, d, h = num_experts, token_dim, hidden_dim
   return {"w1": _glorot_per_expert(k1, (n, d, h), dtype), "b1": jnp.zeros((n, h), dtype),
@@ -34,7 +67,9 @@ def check_experts(experts: ExpertParams, token_dim: int) -> tuple[int, int]:
   """Validates the expert parameter shapes; returns (num_experts, hidden_dim)."""
   check(set(experts) == {"w1", "b1", "w2", "b2"},
         f"expert params have keys {sorted(experts)}; need ['b1', 'b2', 'w1', 'w2']")
+  check(experts["w1"].ndim == 3, f"expert w1 has shape {tuple(experts['w1'].shape)}; need [experts, dim, hidden]")
   n, d, h = experts["w1"].shape
+  check(n >= 1 and h >= 1, f"expert w1 has shape {(n, d, h)}; need >= 1 expert and hidden width >= 1")
   check(d == token_dim, f"expert w1 has token dim {d} but the tokens have dim {token_dim}")
   shapes = {k: tuple(v.shape) for k, v in experts.items()}
   want = {"w1": (n, d, h), "b1": (n, h), "w2": (n, h, d), "b2": (n, d)}

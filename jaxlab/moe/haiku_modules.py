@@ -13,10 +13,10 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check
 from jaxlab.moe import experts as experts_lib
 from jaxlab.moe import softmoe as soft_lib
 from jaxlab.moe import top1 as top1_lib
+from jaxlab.moe.modules import check_moe_settings, check_tokens
 
 
 def _get_group(scope: str, init: Callable[[jax.Array], dict[str, jax.Array]]) -> dict:
@@ -48,15 +48,17 @@ class SoftMoE(hk.Module):
                single_exponential: bool = False, param_dtype: jnp.dtype = jnp.float32,
                name: Optional[str] = "soft_moe"):
     super().__init__(name=name)
+    check_moe_settings("SoftMoE", num_experts, expert_hidden, capacity_factor, num_slots)
     self.num_experts, self.expert_hidden = num_experts, expert_hidden
     self.capacity_factor, self.num_slots = capacity_factor, num_slots
     self.normalize, self.single_exponential = normalize, single_exponential
     self.param_dtype = param_dtype
 
   def __call__(self, x: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-    check(x.ndim == 3, f"SoftMoE tokens have shape {x.shape}; need [batch, tokens, dim]")
+    check_tokens("SoftMoE", x)
     d = x.shape[-1]
-    p = self.num_slots or soft_lib.num_slots(x.shape[1], self.num_experts, self.capacity_factor)
+    p = self.num_slots if self.num_slots is not None else soft_lib.num_slots(
+        x.shape[1], self.num_experts, self.capacity_factor)
     router = _get_group("router", lambda key: soft_lib.init_router(
         key, d, self.num_experts, p, self.normalize, self.param_dtype))
     experts = _get_group("experts", lambda key: experts_lib.init_experts(
@@ -71,11 +73,12 @@ class Top1MoE(hk.Module):
   def __init__(self, num_experts: int, expert_hidden: int, capacity_factor: float = 1.0,
                param_dtype: jnp.dtype = jnp.float32, name: Optional[str] = "top1_moe"):
     super().__init__(name=name)
+    check_moe_settings("Top1MoE", num_experts, expert_hidden, capacity_factor)
     self.num_experts, self.expert_hidden = num_experts, expert_hidden
     self.capacity_factor, self.param_dtype = capacity_factor, param_dtype
 
   def __call__(self, x: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-    check(x.ndim == 3, f"Top1MoE tokens have shape {x.shape}; need [batch, tokens, dim]")
+    check_tokens("Top1MoE", x)
     d = x.shape[-1]
     router = _get_group("router", lambda key: top1_lib.init_router(
         key, d, self.num_experts, self.param_dtype))

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import flax.linen as nn
 import jax
@@ -19,6 +19,26 @@ from jaxlab.moe import softmoe as soft_lib
 from jaxlab.moe import top1 as top1_lib
 
 
+def check_moe_settings(module: str, num_experts: Any, expert_hidden: Any, capacity_factor: Any,
+                       num_slots: Any = None) -> None:
+  """InputError naming ``module.attribute`` for a size or factor that builds no layer (shared with haiku).
+
+  All of these are static Python values, so the check runs at trace time even under ``jit``.
+  """
+  experts_lib.check_int(num_experts, f"{module}.num_experts")
+  experts_lib.check_int(expert_hidden, f"{module}.expert_hidden", meaning="width of each expert MLP")
+  experts_lib.check_positive(capacity_factor, f"{module}.capacity_factor",
+                             "capacity per expert = ceil(tokens * factor / experts)")
+  # 0 is not "unset": None is (``num_slots or ...`` used to drop a 0 silently)
+  check(num_slots is None or (experts_lib.is_int(num_slots) and num_slots >= 1),
+        f"{module}.num_slots={num_slots!r}; must be None (use capacity_factor) or an int >= 1")
+
+
+def check_tokens(module: str, x: jax.Array) -> None:
+  check(x.ndim == 3 and min(x.shape[1:]) >= 1,
+        f"{module} tokens have shape {x.shape}; need [batch, tokens, dim] with tokens, dim >= 1")
+
+
 class SoftMoE(nn.Module):
   """Soft MoE layer (Puigcerver et al., ICLR 2024) on tokens [b, m, d] -> ([b, m, d], stats).
 
@@ -26,7 +46,7 @@ class SoftMoE(nn.Module):
     num_experts: n.
     expert_hidden: hidden width h of each expert MLP (dopamine: ``expert_hidden_units``).
     capacity_factor: slots per expert p = ceil(m * capacity_factor / n), unless ``num_slots``.
-    num_slots: slots per expert, overriding ``capacity_factor``.
+    num_slots: slots per expert (an int >= 1), overriding ``capacity_factor``; None: from it.
     normalize: l2-normalise tokens and phi for the logits, with a learned scale.
     single_exponential: see :func:`jaxlab.moe.softmoe.soft_moe`.
     param_dtype: dtype of the parameters.
@@ -42,9 +62,11 @@ class SoftMoE(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-    check(x.ndim == 3, f"SoftMoE tokens have shape {x.shape}; need [batch, tokens, dim]")
+    check_moe_settings("SoftMoE", self.num_experts, self.expert_hidden, self.capacity_factor, self.num_slots)
+    check_tokens("SoftMoE", x)
     d = x.shape[-1]
-    p = self.num_slots or soft_lib.num_slots(x.shape[1], self.num_experts, self.capacity_factor)
+    p = self.num_slots if self.num_slots is not None else soft_lib.num_slots(
+        x.shape[1], self.num_experts, self.capacity_factor)
     router = self.param("router", lambda key: soft_lib.init_router(
         key, d, self.num_experts, p, self.normalize, self.param_dtype))
     experts = self.param("experts", lambda key: experts_lib.init_experts(
@@ -63,7 +85,8 @@ class Top1MoE(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-    check(x.ndim == 3, f"Top1MoE tokens have shape {x.shape}; need [batch, tokens, dim]")
+    check_moe_settings("Top1MoE", self.num_experts, self.expert_hidden, self.capacity_factor)
+    check_tokens("Top1MoE", x)
     d = x.shape[-1]
     router = self.param("router", lambda key: top1_lib.init_router(
         key, d, self.num_experts, self.param_dtype))

@@ -31,9 +31,9 @@ _NORM_EPS = 1e-6  # as dopamine's l2_normalize
 
 def num_slots(num_tokens: int, num_experts: int, capacity_factor: float = 1.0) -> int:
   """Slots per expert ``p = ceil(m * capacity_factor / n)`` (dopamine's rule; vmoe rounds)."""
-  check(num_experts > 0, f"num_experts={num_experts}; need >= 1")
-  check(num_tokens > 0, f"num_tokens={num_tokens}; need >= 1")
-  check(capacity_factor > 0, f"capacity_factor={capacity_factor}; need > 0")
+  experts_lib.check_int(num_experts, "num_experts")
+  experts_lib.check_int(num_tokens, "num_tokens")
+  experts_lib.check_positive(capacity_factor, "capacity_factor", "slots per expert = ceil(tokens * factor / experts)")
   p = int(math.ceil(num_tokens * capacity_factor / num_experts))
   check(p >= 1, f"capacity_factor={capacity_factor} with {num_tokens} tokens and {num_experts} "
         "experts gives 0 slots per expert; need >= 1")
@@ -54,9 +54,9 @@ def init_router(key: jax.Array, token_dim: int, num_experts: int, slots_per_expe
                 normalize: bool = False, dtype: jnp.dtype = jnp.float32) -> dict[str, jax.Array]:
   """``phi`` [d, n, p] LeCun normal as dopamine/vmoe (fan-in d*n under jax's axis convention);
   with ``normalize`` also the learned scale (ones, vmoe's ``scale_init``)."""
-  check(num_experts > 0, f"num_experts={num_experts}; need >= 1")
-  check(slots_per_expert > 0, f"slots_per_expert={slots_per_expert}; need >= 1")
-  check(token_dim > 0, f"token_dim={token_dim}; need >= 1")
+  experts_lib.check_int(num_experts, "num_experts")
+  experts_lib.check_int(slots_per_expert, "slots_per_expert")
+  experts_lib.check_int(token_dim, "token_dim")
   router = {"phi": jax.nn.initializers.lecun_normal()(
       key, (token_dim, num_experts, slots_per_expert), dtype)}
   if normalize:
@@ -80,9 +80,11 @@ def router_inputs(params: Params, x: jax.Array, normalize: bool) -> tuple[jax.Ar
 
 
 def _check_inputs(params: Params, x: jax.Array) -> None:
-  check(x.ndim == 3, f"soft_moe tokens have shape {x.shape}; need [batch, tokens, dim]")
+  check(x.ndim == 3 and min(x.shape[1:]) >= 1,
+        f"soft_moe tokens have shape {x.shape}; need [batch, tokens, dim] with tokens, dim >= 1")
   phi = params["router"]["phi"]
-  check(phi.ndim == 3, f"router phi has shape {phi.shape}; need [dim, experts, slots]")
+  check(phi.ndim == 3 and min(phi.shape) >= 1,
+        f"router phi has shape {phi.shape}; need [dim, experts, slots], each >= 1")
   check(phi.shape[0] == x.shape[-1],
         f"tokens have dim {x.shape[-1]} but router phi expects dim {phi.shape[0]}")
   n, _ = experts_lib.check_experts(params["experts"], x.shape[-1])

@@ -38,8 +38,9 @@ Params = dict
 
 def capacity(num_tokens: int, num_experts: int, capacity_factor: float = 1.0) -> int:
   """Tokens each expert takes per sample: ``ceil(m * capacity_factor / n)`` (dopamine's rule)."""
-  check(num_experts > 0, f"num_experts={num_experts}; need >= 1")
-  check(capacity_factor > 0, f"capacity_factor={capacity_factor}; need > 0")
+  experts_lib.check_int(num_experts, "num_experts")
+  experts_lib.check_int(num_tokens, "num_tokens")
+  experts_lib.check_positive(capacity_factor, "capacity_factor", "tokens per expert = ceil(tokens * factor / experts)")
   c = int(math.ceil(num_tokens * capacity_factor / num_experts))
   check(c >= 1, f"capacity_factor={capacity_factor} with {num_tokens} tokens and {num_experts} "
         "experts gives capacity 0; need >= 1")
@@ -58,8 +59,8 @@ def init_top1_moe(key: jax.Array, token_dim: int, num_experts: int, expert_hidde
 def init_router(key: jax.Array, token_dim: int, num_experts: int,
                 dtype: jnp.dtype = jnp.float32) -> dict[str, jax.Array]:
   """Router kernel [d, n], LeCun normal (flax Dense's default, which dopamine's router uses)."""
-  check(num_experts > 0, f"num_experts={num_experts}; need >= 1")
-  check(token_dim > 0, f"token_dim={token_dim}; need >= 1")
+  experts_lib.check_int(num_experts, "num_experts")
+  experts_lib.check_int(token_dim, "token_dim")
   return {"kernel": jax.nn.initializers.lecun_normal()(key, (token_dim, num_experts), dtype)}
 
 
@@ -76,7 +77,8 @@ def top1_moe(params: Params, x: jax.Array, *, capacity_factor: float = 1.0
   ``dropped_fraction`` (tokens over capacity), ``router_entropy`` (mean entropy of the router
   distribution / log n) under ``stop_gradient``.
   """
-  check(x.ndim == 3, f"top1_moe tokens have shape {x.shape}; need [batch, tokens, dim]")
+  check(x.ndim == 3 and min(x.shape[1:]) >= 1,
+        f"top1_moe tokens have shape {x.shape}; need [batch, tokens, dim] with tokens, dim >= 1")
   kernel = params["router"]["kernel"]
   check(kernel.ndim == 2 and kernel.shape[0] == x.shape[-1],
         f"tokens have dim {x.shape[-1]} but the router kernel has shape {kernel.shape}")

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.errors import check
+from jaxlab.moe.experts import check_int
 from jaxlab.pde.layers import get_activation
 
 Array = jax.Array
@@ -76,6 +77,7 @@ def afno2d(x: Array, w1: Array, b1: Array, w2: Array, b2: Array, *, modes: int,
   The transforms are orthonormal, over (X, Y) with the half spectrum on Y; the inverse takes
   s=(X, Y) and, like numpy/pocketfft, ignores the imaginary part of the DC/Nyquist columns.
   """
+  check_int(modes, "afno2d modes", meaning="Fourier modes kept per axis")
   if isinstance(act, str):
     act = get_activation(act)
   b, nx, ny, d = x.shape
@@ -93,6 +95,7 @@ def afno2d(x: Array, w1: Array, b1: Array, w2: Array, b2: Array, *, modes: int,
 
 def afno_param_shapes(width: int, n_blocks: int, hidden_size_factor: int = 1) -> dict[str, tuple[int, ...]]:
   """Shapes of w1, b1, w2, b2 (the official layout) for a ``width``-channel AFNO2D."""
+  check_afno_sizes("AFNO2D", width, n_blocks, hidden_size_factor)
   check(width % n_blocks == 0, f"AFNO2D width {width} is not divisible by n_blocks {n_blocks}")
   block = width // n_blocks
   hidden = block * hidden_size_factor
@@ -100,8 +103,17 @@ def afno_param_shapes(width: int, n_blocks: int, hidden_size_factor: int = 1) ->
           "w2": (2, n_blocks, hidden, block), "b2": (2, n_blocks, block)}
 
 
+def check_afno_sizes(module: str, width: int, n_blocks: int, hidden_size_factor: int, modes: int = 1) -> None:
+  """InputError ``<module>.<size>=...`` for a size that builds no AFNO layer (before any division by it)."""
+  check_int(width, f"{module}.width", meaning="channels")
+  check_int(n_blocks, f"{module}.n_blocks", meaning="channel blocks of the block-diagonal weights")
+  check_int(hidden_size_factor, f"{module}.hidden_size_factor")
+  check_int(modes, f"{module}.modes", meaning="Fourier modes kept per axis")
+
+
 def afno_init_scale(width: int, n_blocks: int, hidden_size_factor: int = 1) -> float:
   """The official init: every AFNO parameter is ``scale * U[0, 1)`` with scale = 1/(block^2 * factor)."""
+  check_afno_sizes("AFNO2D", width, n_blocks, hidden_size_factor)
   block = width // n_blocks
   return 1.0 / (block * block * hidden_size_factor)
 
@@ -128,6 +140,7 @@ class AFNO2D(nn.Module):
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
+    check_afno_sizes("AFNO2D", self.width, self.n_blocks, self.hidden_size_factor, self.modes)
     check(x.shape[-1] == self.width, f"AFNO2D input has {x.shape[-1]} channels, expected width={self.width}")
     scale = afno_init_scale(self.width, self.n_blocks, self.hidden_size_factor)
     shapes = afno_param_shapes(self.width, self.n_blocks, self.hidden_size_factor)

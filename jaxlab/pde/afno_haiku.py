@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxlab.errors import check
-from jaxlab.pde.afno import afno2d, afno_init_scale, afno_param_shapes, split_uniform
+from jaxlab.pde.afno import afno2d, afno_init_scale, afno_param_shapes, check_afno_sizes, split_uniform
 
 
 class HkAFNO2D(hk.Module):
@@ -19,6 +19,7 @@ class HkAFNO2D(hk.Module):
   def __init__(self, width: int, n_blocks: int = 8, modes: int = 32, hidden_size_factor: int = 1,
                act: str = "gelu", name: str | None = None):
     super().__init__(name=name)
+    check_afno_sizes("HkAFNO2D", width, n_blocks, hidden_size_factor, modes)
     self.width, self.n_blocks, self.modes = width, n_blocks, modes
     self.hidden_size_factor, self.act = hidden_size_factor, act
 

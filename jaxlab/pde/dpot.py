@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.errors import check
+from jaxlab.moe.experts import check_bool, check_int, check_positive
 from jaxlab.moe.modules import SoftMoE
 from jaxlab.moe.softmoe import num_slots
 from jaxlab.pde.afno import AFNO2D
@@ -154,6 +155,15 @@ def cls_head(p: Params, h: Array, act: Callable[[Array], Array]) -> Array:
   return dense(p["fc3"], act(dense(p["fc2"], act(dense(p["fc1"], z)))))
 
 
+def check_mlp_ratio(prefix: str, width: int, mlp_ratio: float) -> int:
+  """The block MLP's hidden width ``int(width * mlp_ratio)``; InputError if it is 0 (a zero-width MLP)."""
+  check_positive(mlp_ratio, f"{prefix}mlp_ratio", "DPOT: MLP hidden width = int(embed_dim * mlp_ratio)")
+  hidden = int(width * mlp_ratio)
+  check(hidden >= 1, f"{prefix}mlp_ratio={mlp_ratio!r} gives a DPOT MLP hidden width int({width} * {mlp_ratio!r}) = 0; "
+        f"need >= 1 (mlp_ratio >= 1/{width})")
+  return hidden
+
+
 # ---------------------------------------------------------------- flax modules
 
 class DPOTBlock(nn.Module):
@@ -181,8 +191,11 @@ class DPOTBlock(nn.Module):
 
   @nn.compact
   def __call__(self, h: Array, _: Any = None) -> Any:
+    for name in ("width", "n_blocks", "modes"):
+      check_int(getattr(self, name), f"DPOTBlock.{name}")
+    check(self.mlp in MLPS, f"DPOTBlock.mlp={self.mlp!r}; allowed: {', '.join(map(repr, MLPS))}")
     act = get_activation(self.act)
-    hidden = int(self.width * self.mlp_ratio)
+    hidden = check_mlp_ratio("DPOTBlock.", self.width, self.mlp_ratio)
     ones_zeros = lambda _key: {"scale": jnp.ones((self.width,)), "bias": jnp.zeros((self.width,))}
     norm1 = self.param("norm1", ones_zeros)
     norm2 = self.param("norm2", ones_zeros)
@@ -249,27 +262,45 @@ class DPOT(nn.Module):
     return self.img_size // self.patch_size
 
   def check_config(self) -> None:
-    """InputError (one line) for a configuration the official code cannot build or run."""
-    check(self.patch_size > 0 and self.img_size % self.patch_size == 0,
+    """InputError (one line) for a configuration the official code cannot build or run.
+
+    Messages start ``<attribute>=<value>`` and say "(DPOT: ...)": the pde_operator task prefixes
+    "model: ", which reads as the config key ``model.<attribute>``. Every size is a static Python
+    value, so ``__call__`` runs this at trace time, before anything compiles.
+    """
+    sizes = {"img_size": "grid points per axis", "patch_size": "pixels per patch side",
+             "in_channels": "input channels", "out_channels": "output channels",
+             "in_timesteps": "input frames", "out_timesteps": "predicted frames",
+             "embed_dim": "latent width", "depth": "number of blocks", "n_blocks": "AFNO channel blocks",
+             "modes": "Fourier modes kept per axis", "out_layer_dim": "width of the output head"}
+    for name, meaning in sizes.items():
+      check_int(getattr(self, name), name, meaning=f"DPOT: {meaning}")
+    check_int(self.num_classes, "num_classes", minimum=0, meaning="DPOT: 0 = no classification head")
+    check(self.img_size % self.patch_size == 0,
           f"img_size {self.img_size} is not divisible by patch_size {self.patch_size}")
     check(self.embed_dim % GROUPS == 0,
           f"embed_dim {self.embed_dim} is not divisible by {GROUPS} (GroupNorm has {GROUPS} groups)")
     check(self.embed_dim % self.n_blocks == 0,
           f"embed_dim {self.embed_dim} is not divisible by n_blocks {self.n_blocks} (AFNO block-diagonal weights)")
+    check_mlp_ratio("", self.embed_dim, self.mlp_ratio)
     check(self.time_agg in ("exp_mlp", "mlp"), f"time_agg={self.time_agg!r}; allowed: 'exp_mlp', 'mlp'")
+    for name in ("normalize", "fuse_embedding", "scan_blocks", "remat"):
+      check_bool(getattr(self, name), name)
     check(not self.normalize or self.in_channels == self.out_channels,
           f"normalize=True de-normalises the output with the input statistics, so out_channels "
           f"({self.out_channels}) must equal in_channels ({self.in_channels})")
-    check(self.num_classes >= 0, f"num_classes must be >= 0, got {self.num_classes}")
+    check(not self.normalize or self.img_size ** 2 * self.in_timesteps >= 2,
+          f"normalize=True takes an unbiased std over X*Y*T = {self.img_size ** 2 * self.in_timesteps} values; "
+          "need >= 2 (a larger img_size or in_timesteps)")
     get_activation(self.act)
     check(self.mlp in MLPS, f"mlp={self.mlp!r}; allowed: {', '.join(map(repr, MLPS))}")
-    if self.mlp == "softmoe":
-      check(isinstance(self.num_experts, int) and self.num_experts >= 1,
-            f"num_experts={self.num_experts!r}; need an int >= 1")
-      check(isinstance(self.slots_per_expert, int) and self.slots_per_expert >= 0,
-            f"slots_per_expert={self.slots_per_expert!r}; need an int >= 1 (or 0: from capacity_factor)")
-      if not self.slots_per_expert:
-        num_slots(self.latent_size ** 2, self.num_experts, self.capacity_factor)  # InputError if 0 slots
+    # checked for the dense MLP too: a bad value there is a typo waiting for mlp="softmoe"
+    check_int(self.num_experts, "num_experts", meaning="DPOT: experts of the Soft-MoE MLP")
+    check_int(self.slots_per_expert, "slots_per_expert", minimum=0, meaning="DPOT: 0 = from capacity_factor")
+    check_positive(self.capacity_factor, "capacity_factor",
+                   "DPOT: slots per expert = ceil(latent pixels * factor / num_experts) when slots_per_expert=0")
+    if self.mlp == "softmoe" and not self.slots_per_expert:
+      num_slots(self.latent_size ** 2, self.num_experts, self.capacity_factor)  # InputError if 0 slots
 
   @property
   def moe_slots(self) -> int:

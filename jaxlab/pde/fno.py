@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxlab.errors import check
+from jaxlab.moe.experts import check_int
 from jaxlab.pde.layers import dense, get_activation, grid_coordinates, init_dense_layers
 
 Array = jax.Array
@@ -33,6 +34,9 @@ def spectral_conv2d(v: Array, w_pos: Array, w_neg: Array) -> Array:
   """
   b, nx, ny, _ = v.shape
   m1, m2, c_out = w_pos.shape[1], w_pos.shape[2], w_pos.shape[-1]
+  check(1 <= m1 and 2 * m1 <= nx and 1 <= m2 <= ny // 2 + 1,
+        f"spectral_conv2d weights keep {m1}x{m2} modes; need 1 <= {m1} <= X/2 and 1 <= {m2} <= Y//2+1 "
+        f"for the grid X={nx}, Y={ny}")
   spec = jnp.fft.rfft2(v, axes=(1, 2))
 
   def mix(z, w):
@@ -57,8 +61,18 @@ class FNO2d(nn.Module):
   projection_dim: int = 128
   act: str = "gelu"
 
+  def check_config(self) -> None:
+    """InputError ``FNO2d.<attribute>=...`` for a size that builds no model (static: runs before any compile)."""
+    sizes = {"modes": "Fourier modes kept per axis", "width": "channels of the Fourier layers",
+             "in_channels": "input channels", "out_channels": "output channels", "in_timesteps": "input frames",
+             "out_timesteps": "predicted frames", "n_layers": "Fourier layers", "projection_dim": "projection width"}
+    for name, meaning in sizes.items():
+      check_int(getattr(self, name), f"FNO2d.{name}", meaning=meaning)
+    get_activation(self.act)
+
   @nn.compact
   def __call__(self, x: Array) -> Array:
+    self.check_config()
     check(x.ndim == 5, f"FNO2d input must be (B, X, Y, T, C); got shape {tuple(x.shape)}")
     b, nx, ny, t, c = x.shape
     check(c == self.in_channels, f"input has {c} channels; the model has in_channels={self.in_channels}")

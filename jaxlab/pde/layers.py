@@ -45,7 +45,7 @@ ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
 
 
 def get_activation(name: str) -> Callable[[Array], Array]:
-  check(name in ACTIVATIONS, f"act={name!r} is not one of {sorted(ACTIVATIONS)}")
+  check(isinstance(name, str) and name in ACTIVATIONS, f"act={name!r} is not one of {sorted(ACTIVATIONS)}")
   return ACTIVATIONS[name]
 
 
@@ -83,6 +83,7 @@ def dense(p: Params, x: Array) -> Array:
 def group_norm(x: Array, scale: Array, bias: Array, groups: int = 8, eps: float = 1e-5) -> Array:
   """``torch.nn.GroupNorm(groups, D)`` on channels-last ``(B, X, Y, D)``: biased variance, affine per channel."""
   b, h, w, d = x.shape
+  check(groups >= 1 and d % groups == 0, f"group_norm: {d} channels are not divisible into {groups} groups")
   g = x.reshape(b, h, w, groups, d // groups)
   mean = jnp.mean(g, axis=(1, 2, 4), keepdims=True)
   centred = g - mean

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 
 from jaxlab.errors import check
 from jaxlab.moe import modules as moe_modules
+from jaxlab.moe.experts import check_bool, check_int
 from jaxlab.rl import networks_encoders as encoders
 from jaxlab.rl import networks_tokens as tokens
 
@@ -71,18 +72,33 @@ class QNetwork(nn.Module):
   importance_weight: float = 0.0
   load_balancing_weight: float = 0.0
 
-  def _check(self) -> None:
-    check(self.num_actions > 0, f"num_actions={self.num_actions}; need >= 1")
-    check(self.head in HEADS, f"head={self.head!r}; choose one of {HEADS}")
+  def check_config(self) -> None:
+    """InputError ``QNetwork.<attribute>=...`` for a setting that builds no network.
+
+    The dqn_minatar task passes its ``network`` config as these keyword arguments, so
+    ``QNetwork.x`` is the config key ``network.x``. Every setting is checked, also those the
+    chosen head does not use, and all are static, so this runs at trace time before any compile.
+    """
+    check_int(self.num_actions, "QNetwork.num_actions")
+    check(self.head in HEADS, f"QNetwork.head={self.head!r}; choose one of {HEADS}")
     check(self.tokenizer in tokens.TOKENIZERS,
-          f"tokenizer={self.tokenizer!r}; choose one of {tokens.TOKENIZERS}")
-    check(self.width > 0 and self.width_multiplier > 0,
-          f"width={self.width}, width_multiplier={self.width_multiplier}; need both >= 1")
+          f"QNetwork.tokenizer={self.tokenizer!r}; choose one of {tokens.TOKENIZERS}")
+    check_int(self.width, "QNetwork.width", meaning="hidden width of the dense head")
+    check_int(self.width_multiplier, "QNetwork.width_multiplier", meaning="dense head width = width * multiplier")
+    moe_modules.check_moe_settings("QNetwork", self.num_experts, self.expert_hidden, self.capacity_factor)
+    tokens.check_patch_settings("QNetwork", self.embedding_size, self.patch_size)
+    check_bool(self.normalize, "QNetwork.normalize")
+    check_bool(self.single_exponential, "QNetwork.single_exponential")
+    for name in ("importance_weight", "load_balancing_weight"):
+      w = getattr(self, name)
+      check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
+            f"QNetwork.{name}={w!r}; must be a finite number >= 0")
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
-    self._check()
-    check(obs.ndim == 4, f"observations have shape {obs.shape}; need [batch, H, W, C]")
+    self.check_config()
+    check(obs.ndim == 4 and min(obs.shape[1:]) >= 1,
+          f"observations have shape {obs.shape}; need [batch, H, W, C] with H, W, C >= 1")
     features = encoders.make_encoder(self.encoder)(obs)
     b = features.shape[0]
     if self.head == "none":  # Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxlab.errors import check
+from jaxlab.moe.experts import check_int
 
 _INIT = nn.initializers.xavier_uniform()
 ENCODERS = ("minatar", "nature")
@@ -34,6 +35,7 @@ class PatchConv3x3(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array) -> jax.Array:
+    check_int(self.features, "PatchConv3x3.features")
     c = x.shape[-1]
     kernel = self.param("kernel", self.kernel_init, (3, 3, c, self.features))
     bias = self.param("bias", nn.initializers.zeros, (self.features,))
@@ -56,6 +58,7 @@ class MinAtarEncoder(nn.Module):
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
     check(self.conv in ("patches", "xla"), f"conv={self.conv!r}; choose 'patches' or 'xla'")
+    check_int(self.features, "MinAtarEncoder.features")
     x = obs.astype(jnp.float32)
     if self.conv == "patches":
       return nn.relu(PatchConv3x3(self.features, name="Conv_0")(x))

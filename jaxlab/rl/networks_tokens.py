@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxlab.errors import check
+from jaxlab.moe.experts import check_int, is_int
 
 TOKENIZERS = ("per_conv", "per_feat", "per_patch")
 
@@ -33,6 +34,14 @@ def per_feat(features: jax.Array) -> jax.Array:
   return jnp.swapaxes(per_conv(features), 1, 2)
 
 
+def check_patch_settings(module: str, embedding_size: int, patch_size: Sequence[int]) -> None:
+  """InputError ``<module>.embedding_size`` / ``<module>.patch_size`` for a patch embedding that builds nothing."""
+  check_int(embedding_size, f"{module}.embedding_size", meaning="width of each per-patch token")
+  ok = (isinstance(patch_size, (tuple, list)) and len(patch_size) == 2
+        and all(is_int(p) and p >= 1 for p in patch_size))
+  check(ok, f"{module}.patch_size={patch_size!r}; must be (height, width), two ints >= 1")
+
+
 class PerPatch(nn.Module):
   """[b, h, w, c] -> [b, (h//ph)*(w//pw), embedding_size] via a strided VALID conv."""
 
@@ -41,10 +50,11 @@ class PerPatch(nn.Module):
 
   @nn.compact
   def __call__(self, features: jax.Array) -> jax.Array:
+    check_patch_settings("PerPatch", self.embedding_size, self.patch_size)
     ph, pw = self.patch_size
     check(features.shape[1] >= ph and features.shape[2] >= pw,
-          f"patch_size={tuple(self.patch_size)} is larger than the feature map "
-          f"{features.shape[1:3]}")
+          f"PerPatch.patch_size={tuple(self.patch_size)} is larger than the encoder's feature map "
+          f"{features.shape[1:3]}; each side must be <= the map's")
     x = nn.Conv(self.embedding_size, (ph, pw), strides=(ph, pw), padding="VALID",
                 name="embedding")(features)
     return per_conv(x)
