@@ -8,6 +8,11 @@ The command line prints it as one line; any other exception is a bug and keeps i
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import numpy as np
+
 
 class InputError(ValueError):
   """Bad input: the message names the value and what is allowed."""
@@ -35,3 +40,32 @@ class CheckpointError(RuntimeError):
 
 class DivergedError(RuntimeError):
   """Training cannot go on: e.g. every step of a log interval had a non-finite loss or gradient."""
+
+
+def _show(value: Any) -> str:
+  return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def is_int(value: Any) -> bool:
+  """A Python or NumPy integer, not a bool (``True`` would pass as a size of 1)."""
+  return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_int(value: Any, name: str, minimum: int = 1, meaning: str = "") -> None:
+  """InputError ``name=value; must be an int >= minimum (meaning)`` unless ``value`` is such an int.
+
+  Sizes are static Python values even under ``jit``, so this runs at trace time, before any compile.
+  """
+  check(is_int(value) and value >= minimum,
+        f"{name}={_show(value)}; must be an int >= {minimum}" + (f" ({meaning})" if meaning else ""))
+
+
+def check_positive(value: Any, name: str, meaning: str = "") -> None:
+  """InputError unless ``value`` is a finite real number > 0 (not a bool, a string, NaN or inf)."""
+  ok = (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(value) and value > 0)
+  check(ok, f"{name}={_show(value)}; must be a finite number > 0" + (f" ({meaning})" if meaning else ""))
+
+
+def check_bool(value: Any, name: str) -> None:
+  check(isinstance(value, (bool, np.bool_)), f"{name}={_show(value)}; must be True or False")

@@ -125,7 +125,9 @@ CASES: list[Case] = [
                         ("num_steps", 0, 1), ("num_steps", -5, 1), ("num_steps", True, 1), ("log_every", 0, 1),
                         ("eval_every", 0, 1), ("checkpoint_every", 0, 1), ("checkpoint_every", -1, 1),
                         ("steps_per_call", 0, 1), ("grad_accum_steps", 0, 1), ("checkpoint_keep", 0, 1),
-                        ("prefetch", -1, 0), ("checkpoint_keep_period", -3, 0), ("seed", -1, 0), ("seed", 1.5, 0)]],
+                        ("prefetch", -1, 0), ("checkpoint_keep_period", -3, 0)]],
+    *[("trainer config", f"seed={v!r}", _validate(seed=v), f"seed must be an integer in [0, 4294967295] (a uint32 key), got {v!r}")
+      for v in (-1, 1.5, 2**32)],
     ("trainer config", "remat='all'", _validate(remat="all"), "remat must be one of"),
     ("trainer config", "compute_dtype='bf16'", _validate(compute_dtype="bf16"), "compute_dtype must be one of"),
     ("trainer config", "skip_nonfinite='yes'", _validate(skip_nonfinite="yes"), "skip_nonfinite must be True or False"),
@@ -163,7 +165,7 @@ CASES: list[Case] = [
     ("sharding", "rule matching nothing", _train(sharding_rules=((r"dense_0/kernel", (None, "model")),)),
      "rule 'dense_0/kernel' matches no leaf"),
     # --- runs -------------------------------------------------------------------------------------
-    ("runs", "seeds=0", _train(**{"runs.seeds": 0}), "runs.seeds must be >= 1, got 0"),
+    ("runs", "seeds=0", _train(**{"runs.seeds": 0}), "runs.seeds must be an integer >= 1 (the number of vmapped seeds), got 0"),
     ("runs", "malformed sweep", _train(**{"runs.sweep": (("learning_rate", 1e-3),)}), "runs.sweep[0] must be"),
     ("runs", "runs not dividing data", _train_all(**{"runs.seeds": 3}), "3 runs cannot be sharded over the 'data' mesh axis of size 8"),
     ("runs", "swept key not in the optimizer", _train(**{"runs.sweep": (("b1", (0.8, 0.9)),)}), "swept optimizer hyper-parameter(s) ['b1']"),

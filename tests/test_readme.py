@@ -17,3 +17,10 @@ def test_readme_has_examples():
 def test_readme_example_runs(index):
   namespace: dict = {}
   exec(compile(BLOCKS[index], f"README.md[python block {index}]", "exec"), namespace)
+
+
+def test_readme_lists_every_resume_safe_key():
+  from jaxlab.train.checkpoint import RESUME_SAFE_KEYS
+  text = open(README).read()
+  missing = [k for k in RESUME_SAFE_KEYS if f"`{k}`" not in text]
+  assert not missing, f"README's resuming paragraph lacks {missing}"

@@ -13,6 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxlab import errors
 from jaxlab.errors import check
 from jaxlab.moe import experts as experts_lib
 from jaxlab.moe import softmoe as soft_lib
@@ -25,12 +26,12 @@ def check_moe_settings(module: str, num_experts: Any, expert_hidden: Any, capaci
 
   All of these are static Python values, so the check runs at trace time even under ``jit``.
   """
-  experts_lib.check_int(num_experts, f"{module}.num_experts")
-  experts_lib.check_int(expert_hidden, f"{module}.expert_hidden", meaning="width of each expert MLP")
-  experts_lib.check_positive(capacity_factor, f"{module}.capacity_factor",
+  errors.check_int(num_experts, f"{module}.num_experts")
+  errors.check_int(expert_hidden, f"{module}.expert_hidden", meaning="width of each expert MLP")
+  errors.check_positive(capacity_factor, f"{module}.capacity_factor",
                              "capacity per expert = ceil(tokens * factor / experts)")
   # 0 is not "unset": None is (``num_slots or ...`` used to drop a 0 silently)
-  check(num_slots is None or (experts_lib.is_int(num_slots) and num_slots >= 1),
+  check(num_slots is None or (errors.is_int(num_slots) and num_slots >= 1),
         f"{module}.num_slots={num_slots!r}; must be None (use capacity_factor) or an int >= 1")
 
 

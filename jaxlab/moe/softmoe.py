@@ -21,6 +21,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from jaxlab import errors
 from jaxlab.errors import check
 from jaxlab.moe import _soft_moe_kernel, experts as experts_lib
 
@@ -31,9 +32,9 @@ _NORM_EPS = 1e-6  # as dopamine's l2_normalize
 
 def num_slots(num_tokens: int, num_experts: int, capacity_factor: float = 1.0) -> int:
   """Slots per expert ``p = ceil(m * capacity_factor / n)`` (dopamine's rule; vmoe rounds)."""
-  experts_lib.check_int(num_experts, "num_experts")
-  experts_lib.check_int(num_tokens, "num_tokens")
-  experts_lib.check_positive(capacity_factor, "capacity_factor", "slots per expert = ceil(tokens * factor / experts)")
+  errors.check_int(num_experts, "num_experts")
+  errors.check_int(num_tokens, "num_tokens")
+  errors.check_positive(capacity_factor, "capacity_factor", "slots per expert = ceil(tokens * factor / experts)")
   p = int(math.ceil(num_tokens * capacity_factor / num_experts))
   check(p >= 1, f"capacity_factor={capacity_factor} with {num_tokens} tokens and {num_experts} "
         "experts gives 0 slots per expert; need >= 1")
@@ -54,9 +55,9 @@ def init_router(key: jax.Array, token_dim: int, num_experts: int, slots_per_expe
                 normalize: bool = False, dtype: jnp.dtype = jnp.float32) -> dict[str, jax.Array]:
   """``phi`` [d, n, p] LeCun normal as dopamine/vmoe (fan-in d*n under jax's axis convention);
   with ``normalize`` also the learned scale (ones, vmoe's ``scale_init``)."""
-  experts_lib.check_int(num_experts, "num_experts")
-  experts_lib.check_int(slots_per_expert, "slots_per_expert")
-  experts_lib.check_int(token_dim, "token_dim")
+  errors.check_int(num_experts, "num_experts")
+  errors.check_int(slots_per_expert, "slots_per_expert")
+  errors.check_int(token_dim, "token_dim")
   router = {"phi": jax.nn.initializers.lecun_normal()(
       key, (token_dim, num_experts, slots_per_expert), dtype)}
   if normalize:

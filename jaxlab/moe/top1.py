@@ -30,6 +30,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from jaxlab import errors
 from jaxlab.errors import check
 from jaxlab.moe import experts as experts_lib
 
@@ -38,9 +39,9 @@ Params = dict
 
 def capacity(num_tokens: int, num_experts: int, capacity_factor: float = 1.0) -> int:
   """Tokens each expert takes per sample: ``ceil(m * capacity_factor / n)`` (dopamine's rule)."""
-  experts_lib.check_int(num_experts, "num_experts")
-  experts_lib.check_int(num_tokens, "num_tokens")
-  experts_lib.check_positive(capacity_factor, "capacity_factor", "tokens per expert = ceil(tokens * factor / experts)")
+  errors.check_int(num_experts, "num_experts")
+  errors.check_int(num_tokens, "num_tokens")
+  errors.check_positive(capacity_factor, "capacity_factor", "tokens per expert = ceil(tokens * factor / experts)")
   c = int(math.ceil(num_tokens * capacity_factor / num_experts))
   check(c >= 1, f"capacity_factor={capacity_factor} with {num_tokens} tokens and {num_experts} "
         "experts gives capacity 0; need >= 1")
@@ -59,8 +60,8 @@ def init_top1_moe(key: jax.Array, token_dim: int, num_experts: int, expert_hidde
 def init_router(key: jax.Array, token_dim: int, num_experts: int,
                 dtype: jnp.dtype = jnp.float32) -> dict[str, jax.Array]:
   """Router kernel [d, n], LeCun normal (flax Dense's default, which dopamine's router uses)."""
-  experts_lib.check_int(num_experts, "num_experts")
-  experts_lib.check_int(token_dim, "token_dim")
+  errors.check_int(num_experts, "num_experts")
+  errors.check_int(token_dim, "token_dim")
   return {"kernel": jax.nn.initializers.lecun_normal()(key, (token_dim, num_experts), dtype)}
 
 

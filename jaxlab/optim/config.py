@@ -33,6 +33,8 @@ import inspect
 from typing import Any, Callable, Sequence
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import optax
 
 from jaxlab.errors import InputError
@@ -108,6 +110,21 @@ def _chain(spec: Any) -> list[optax.GradientTransformation]:
   return out
 
 
+def _check_schedule_values(schedule_fn: Any, num_steps: int, name: str, schedule_kwargs: dict) -> None:
+  """A schedule's learning rate must be finite and >= 0 at every step (a negative one ascends the loss).
+
+  Evaluated once on the host over steps 0..num_steps (schedules are elementwise jnp functions).
+  """
+  if not callable(schedule_fn):
+    return
+  values = np.asarray(schedule_fn(jnp.arange(num_steps + 1)))
+  bad = np.flatnonzero(~(np.isfinite(values) & (values >= 0)))
+  if bad.size:
+    raise InputError(f"optimizer.schedule={name!r} with optimizer.schedule_kwargs={schedule_kwargs} gives the learning "
+                     f"rate {values[bad[0]]:.4g} at step {bad[0]} (of {num_steps}); it must be finite and >= 0 at "
+                     "every step (a negative one ascends the loss)")
+
+
 def optimizer_from_config(opt_config: Any, num_steps: int, swept: Sequence[str] = ()
                           ) -> optax.GradientTransformation:
   """``{"name": ..., "learning_rate": ..., "schedule": ..., ...}`` -> an optax transform."""
@@ -137,6 +154,7 @@ def optimizer_from_config(opt_config: Any, num_steps: int, swept: Sequence[str] 
     sched_fn = SCHEDULES.get(schedule)
     _check_kwargs("schedule", schedule, sched_fn, {"learning_rate": lr, "num_steps": num_steps, **schedule_kwargs})
     kwargs[lr_arg] = sched_fn(lr, num_steps, **schedule_kwargs)
+    _check_schedule_values(kwargs[lr_arg], num_steps, schedule, schedule_kwargs)
   elif schedule != "constant":
     raise InputError(f"optimizer.schedule={schedule!r} needs optimizer.learning_rate")
 

@@ -23,8 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import check
-from jaxlab.moe.experts import check_int
+from jaxlab.errors import check, check_int
 from jaxlab.pde.layers import get_activation
 
 Array = jax.Array

@@ -41,8 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import check
-from jaxlab.moe.experts import check_bool, check_int, check_positive
+from jaxlab.errors import check, check_bool, check_int, check_positive
 from jaxlab.moe.modules import SoftMoE
 from jaxlab.moe.softmoe import num_slots
 from jaxlab.pde.afno import AFNO2D

@@ -18,8 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check
-from jaxlab.moe.experts import check_int
+from jaxlab.errors import check, check_int
 from jaxlab.pde.layers import dense, get_activation, grid_coordinates, init_dense_layers
 
 Array = jax.Array

@@ -23,9 +23,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check
+from jaxlab.errors import check, check_bool, check_int
 from jaxlab.moe import modules as moe_modules
-from jaxlab.moe.experts import check_bool, check_int
 from jaxlab.rl import networks_encoders as encoders
 from jaxlab.rl import networks_tokens as tokens
 

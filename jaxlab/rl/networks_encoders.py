@@ -14,8 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check
-from jaxlab.moe.experts import check_int
+from jaxlab.errors import check, check_int
 
 _INIT = nn.initializers.xavier_uniform()
 ENCODERS = ("minatar", "nature")

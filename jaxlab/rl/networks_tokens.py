@@ -17,8 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check
-from jaxlab.moe.experts import check_int, is_int
+from jaxlab.errors import check, check_int, is_int
 
 TOKENIZERS = ("per_conv", "per_feat", "per_patch")
 

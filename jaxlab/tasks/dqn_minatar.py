@@ -140,7 +140,10 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
   if isinstance(num_steps, int) and prefill_frames + num_steps * frames_per_step > MAX_FRAMES:
     raise InputError(f"num_steps={num_steps} updates x dqn.update_period={frames_per_step} frames (+{prefill_frames} "
                      "of random play) exceed 2**31 - 1, the int32 frame counter; lower num_steps")
-  net = QNetwork(num_actions=env.num_actions, **dict(config.network))
+  try:
+    net = QNetwork(num_actions=env.num_actions, **dict(config.network))
+  except TypeError as e:  # an unknown network key
+    raise InputError(f"network: {e}") from None
   aux_weights = {name: getattr(net, key) for key, name in AUX_WEIGHT_KEYS.items()}
   for key, w in ((key, getattr(net, key)) for key in AUX_WEIGHT_KEYS):
     check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
@@ -148,6 +151,7 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
     check(not w or net.head == "top1",
           f"network.{key}={w!r} but network.head={net.head!r}; only head='top1' has this auxiliary loss "
           "(set it to 0)")
+  net.check_config()  # the network's sizes, before anything is initialised
   obs_shape = env.obs_shape
   if tuple(config.get("obs_shape", obs_shape)) != tuple(obs_shape):
     raise InputError(f"obs_shape={tuple(config.obs_shape)} does not match {e.name}'s observations {obs_shape}")
@@ -236,4 +240,5 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
               init_extra=lambda params: jax.tree.map(jnp.copy, params),
               update_extra=dqn.periodic_sync(d.target_update_period // frames_per_step),
               throughput={"frames": frames_per_step},
-              description=f"DQN {e.name}, {config.network.head} head")
+              description=f"DQN {e.name}, {config.network.head} head",
+              resume_safe=("dqn.eval_envs", "dqn.eval_steps", "dqn.eval_epsilon"))  # evaluation only

@@ -225,9 +225,14 @@ def build_model(config: ml_collections.ConfigDict, channels: int) -> Any:
   check(2 * modes <= res, f"model.modes={modes} needs data.resolution >= {2 * modes}, got {res}; "
         f"use model.modes <= {res // 2}")
   try:
-    return FNO2d(**kwargs)
+    model = FNO2d(**kwargs)
   except TypeError as e:
     raise InputError(f"model: {e}") from None
+  try:
+    model.check_config()
+  except InputError as e:
+    raise InputError(f"model: {e}") from None
+  return model
 
 
 # ---------------------------------------------------------------- evaluation
@@ -419,4 +424,5 @@ def pde_operator(config: ml_collections.ConfigDict) -> Task:
 
   return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               throughput={"samples": config.batch_size},
-              description=f"{config.model.name} on {'+'.join(ds.name for ds in datasets)}")
+              description=f"{config.model.name} on {'+'.join(ds.name for ds in datasets)}",
+              resume_safe=("data.eval_trajectories", "data.rollout_steps"))  # evaluation only

@@ -10,7 +10,9 @@ restore warns, naming the step and the error, and falls back to the newest reada
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import sys
 import warnings
 from typing import Any, Sequence
 
@@ -46,6 +48,34 @@ def config_differences(saved: Any, current: Any, limit: int = 6) -> list[str]:
   return [f"{k}: {a.get(k, '<absent>')!r} there, {b.get(k, '<absent>')!r} here" for k in keys[:limit]]
 
 
+# Config keys a resumed run may change: placement, cadence and length, not the model, data or
+# optimizer (a deliberate change of those is a new run started with init_from). fnmatch patterns
+# over flattened keys; a task adds its own evaluation-only keys (``Task.resume_safe``).
+RESUME_SAFE_KEYS = (
+    "name", "num_steps", "log_every", "eval_every", "checkpoint_every", "checkpoint_keep",
+    "checkpoint_keep_period", "prefetch", "steps_per_call", "remat", "mesh", "sharding_rules",
+    "fsdp_axis", "fsdp_min_size", "init_from.*",
+)
+
+
+def resume_differences(saved: Any, current: Any, safe: Sequence[str] = RESUME_SAFE_KEYS
+                       ) -> tuple[list[str], list[str], list[str]]:
+  """``(refused, allowed, unknown)``: changed keys between a checkpoint's config and this run's.
+
+  ``refused`` changed and are not in ``safe``; ``allowed`` changed and are; ``unknown`` exist on
+  one side only (a config written by another jaxlab version), which cannot be compared.
+  """
+  a, b = _flat_config(_json_safe(saved)), _flat_config(_json_safe(current))
+  refused, allowed, unknown = [], [], []
+  for k in sorted(set(a) | set(b)):
+    if k not in a or k not in b:
+      unknown.append(f"{k} ({'only here' if k in b else 'only there'})")
+    elif a[k] != b[k]:
+      (allowed if any(fnmatch.fnmatchcase(k, p) for p in safe) else refused).append(
+          f"{k}: {a[k]!r} there, {b[k]!r} here")
+  return refused, allowed, unknown
+
+
 def _structure_differences(metadata_tree: Any, abstract: Any, limit: int = 4) -> list[str]:
   """Leaves that are missing, unexpected or of another shape in the checkpoint."""
   saved = {path_name(p): getattr(m, "shape", None)
@@ -68,10 +98,12 @@ class Checkpointer:
     keep: how many of the newest checkpoints to keep.
     keep_period: also keep every checkpoint whose step is a multiple of this (None: none).
     config: the run's config (a dict), saved beside each checkpoint and compared on restore.
+    resume_safe: fnmatch patterns of config keys a resumed run may change (``RESUME_SAFE_KEYS``
+      plus the task's); any other changed key refuses the restore.
   """
 
   def __init__(self, directory: str, save_every: int, keep: int = 2, keep_period: int | None = None,
-               config: dict | None = None):
+               config: dict | None = None, resume_safe: Sequence[str] = RESUME_SAFE_KEYS):
     if not isinstance(save_every, int) or save_every <= 0:
       raise InputError(f"checkpoint_every must be a positive number of steps, got {save_every!r}")
     if not isinstance(keep, int) or keep < 1:
@@ -81,6 +113,8 @@ class Checkpointer:
     self.directory = os.path.abspath(directory)
     self.save_every = save_every
     self.config = _json_safe(config or {})
+    self.resume_safe = tuple(resume_safe)
+    self._config_checked = False
     self._manager = ocp.CheckpointManager(
         self.directory,
         options=ocp.CheckpointManagerOptions(max_to_keep=keep, keep_period=keep_period, create=True,
@@ -114,6 +148,31 @@ class Checkpointer:
           + (f" (its config differs in {'; '.join(diff)})" if diff else "")
           + ". Use another --workdir, or move that one away.")
 
+  def _check_config(self, step: int) -> None:
+    """Refuses to resume into another model / task / data / optimizer setting (one line)."""
+    if self._config_checked or not self.config:
+      return
+    saved = self.saved_config(step)
+    if saved is None:
+      return  # unreadable: the state restore below decides whether this step is usable
+    self._config_checked = True
+    refused, allowed, unknown = resume_differences(saved, self.config, self.resume_safe)
+    if refused:
+      raise InputError(
+          f"the workdir's checkpoint {self.directory}/{step} was trained with another config: "
+          + "; ".join(refused[:6]) + (f"; and {len(refused) - 6} more" if len(refused) > 6 else "")
+          + ". Resuming may change only " + ", ".join(self.resume_safe)
+          + ". To train on from it with a new setting, start a new --workdir with "
+          "--config.init_from.workdir=<this workdir>; to start over, move the workdir away.")
+    if allowed:
+      warnings.warn(f"resuming {self.directory}/{step} with changed " + "; ".join(allowed)
+                    + (" (a learning-rate schedule follows the new num_steps)"
+                       if any(a.startswith("num_steps:") for a in allowed) else ""), UserWarning, stacklevel=3)
+    if unknown:
+      warnings.warn(f"resuming {self.directory}/{step}: config keys not compared (written by another version): "
+                    + ", ".join(unknown[:6]) + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else ""),
+                    UserWarning, stacklevel=3)
+
   def restore(self, abstract_state: Any, step: int | None = None) -> tuple[Any, int]:
     """``(state, step)`` from ``step`` or the newest readable checkpoint.
 
@@ -125,12 +184,14 @@ class Checkpointer:
     steps = [step] if step is not None else sorted(self.all_steps(), reverse=True)
     failures = []
     for s in steps:
+      self._check_config(s)
       self._check_matches(s, abstract_state)
       try:
         restored = self._manager.restore(s, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
         return restored.state, s
       except Exception as e:  # noqa: BLE001 - any read error: try the previous checkpoint
-        failures.append(f"step {s}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+        failures.append(_failure(s, e))
+        _quiet_closed_loop_reports()
         warnings.warn(f"checkpoint {self.directory}/{s} is unreadable ({failures[-1]}); "
                       "trying the previous one", RuntimeWarning, stacklevel=2)
     raise CheckpointError(
@@ -169,33 +230,109 @@ def abstract_like(tree: Any, shardings: Any) -> Any:
   return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
 
 
-def _subtree(saved: Any, wanted: Any) -> Any:
-  """The part of ``saved`` (metadata) that ``wanted`` asks for, so a partial request is no mismatch."""
-  if isinstance(saved, dict) and isinstance(wanted, dict):
-    return {k: _subtree(saved[k], v) if k in saved else v for k, v in wanted.items()}
-  return saved
+def _failure(step: int, e: Exception) -> str:
+  return f"step {step}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
 
 
-def restore_params(directory: str, abstract_params: Any, step: int | None = None) -> Any:
+def _quiet_closed_loop_reports() -> None:
+  """Drops the "Event loop is closed" reports of a failed orbax read; other reports pass through.
+
+  When one array of a checkpoint is unreadable, orbax's restore raises while tensorstore still
+  completes the other reads; their callbacks then reach the closed asyncio loop and each is
+  printed through ``sys.unraisablehook`` (dozens of tracebacks that bury the one warning). The
+  filter is installed only after such a failure, once per process.
+  """
+  previous = sys.unraisablehook
+  if getattr(previous, "_jaxlab_closed_loop_filter", False):
+    return
+
+  def hook(report: Any) -> None:
+    if isinstance(report.exc_value, RuntimeError) and str(report.exc_value) == "Event loop is closed":
+      return
+    previous(report)
+
+  hook._jaxlab_closed_loop_filter = True  # type: ignore[attr-defined]
+  sys.unraisablehook = hook
+
+
+def _flat_shapes(tree: Any) -> dict[str, tuple | None]:
+  return {path_name(p): (tuple(x.shape) if getattr(x, "shape", None) is not None else None)
+          for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def _listing(kind: str, names: list[str], limit: int = 4) -> str:
+  more = f" and {len(names) - limit} more" if len(names) > limit else ""
+  return f"{len(names)} {kind} ({' | '.join(names[:limit])}{more})"
+
+
+def params_differences(saved: Any, wanted: Any, model_names: Sequence[str] | None = None) -> list[str]:
+  """Missing, mis-shaped and unexpected leaves between saved params (metadata) and wanted ones.
+
+  ``wanted`` are the leaves to load; ``model_names`` every param path of the model (default: those
+  of ``wanted``), so that a checkpoint leaf the model has but does not load is not "unexpected".
+  """
+  there, here = _flat_shapes(saved), _flat_shapes(wanted)
+  model = set(model_names) if model_names is not None else set(here)
+  missing = sorted(set(here) - set(there))
+  shaped = [f"{k}: {there[k]} there, {here[k]} here" for k in sorted(set(here) & set(there))
+            if there[k] is not None and there[k] != here[k]]
+  unexpected = sorted(set(there) - model)
+  out = []
+  if missing:
+    out.append(_listing("missing from the checkpoint", missing))
+  if shaped:
+    out.append(_listing("of another shape", shaped))
+  if unexpected:
+    out.append(_listing("in the checkpoint but not in this model", unexpected))
+  return out
+
+
+def restore_params(directory: str, abstract_params: Any, step: int | None = None, *,
+                   model_names: Sequence[str] | None = None, source: str = "", check_only: bool = False) -> Any:
   """Only ``params`` from a jaxlab checkpoint directory (``workdir/checkpoints``), for fine-tuning.
 
-  ``abstract_params`` are ``ShapeDtypeStruct``s (with shardings) of the params; the optimizer
-  state and everything else in the checkpoint are not read.
+  ``abstract_params`` are ``ShapeDtypeStruct``s (with shardings) of the params to load; the
+  optimizer state and everything else in the checkpoint are not read. Leaves missing from the
+  checkpoint, of another shape, or (given ``model_names``) in the checkpoint but not in the model
+  are one ``InputError`` naming them, before anything is read. An unreadable newest checkpoint
+  falls back to the newest readable one with a warning, as a resume does. ``source`` names the
+  config key the directory came from, for messages. ``check_only``: run the checks on the newest
+  checkpoint whose metadata is readable, read no array, return None.
   """
   directory = os.path.abspath(directory)
+  where = f"{source}={os.path.dirname(directory)!r}: " if source else ""
   manager = ocp.CheckpointManager(directory, item_handlers={"state": ocp.PyTreeCheckpointHandler(),
                                                             "config": ocp.JsonCheckpointHandler()})
   try:
-    step = manager.latest_step() if step is None else step
-    if step is None:
-      raise InputError(f"no checkpoint in {directory}")
-    saved = manager.item_metadata(step).state.tree["params"]
-    problems = _structure_differences(_subtree(saved, abstract_params), abstract_params)
-    if problems:
-      raise InputError(f"params in {directory}/{step} do not fit this model: " + "; ".join(problems))
-    item = {"params": abstract_params}
-    restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
-        item=item, restore_args=ocp.checkpoint_utils.construct_restore_args(item), partial_restore=True)))
-    return restored.state["params"]
+    steps = [step] if step is not None else sorted(manager.all_steps(), reverse=True)
+    if not steps:
+      raise InputError(f"{where}no checkpoint in {directory}")
+    failures = []
+    for s in steps:
+      try:
+        saved = manager.item_metadata(s).state.tree["params"]
+      except Exception as e:  # noqa: BLE001 - unreadable metadata: try the previous checkpoint
+        failures.append(_failure(s, e))
+        warnings.warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
+                      RuntimeWarning, stacklevel=2)
+        continue
+      problems = params_differences(saved, abstract_params, model_names)
+      if problems:
+        raise InputError(f"{where}params in {directory}/{s} do not fit this model: " + "; ".join(problems)
+                         + (". Re-initialise new or changed leaves with init_from.reinit (regexes over these names), "
+                            "or fine-tune from a run of the same model" if source else ""))
+      if check_only:
+        return None
+      item = {"params": abstract_params}
+      try:
+        restored = manager.restore(s, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
+            item=item, restore_args=ocp.checkpoint_utils.construct_restore_args(item), partial_restore=True)))
+        return restored.state["params"]
+      except Exception as e:  # noqa: BLE001 - any read error: try the previous checkpoint
+        failures.append(_failure(s, e))
+        _quiet_closed_loop_reports()
+        warnings.warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
+                      RuntimeWarning, stacklevel=2)
+    raise CheckpointError(f"{where}no readable checkpoint in {directory} ({'; '.join(failures)})")
   finally:
     manager.close()

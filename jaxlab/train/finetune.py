@@ -41,8 +41,8 @@ def _merge(fresh: Any, loaded: Any) -> Any:
   return loaded
 
 
-def load_pretrained(params: Any, workdir: str, reinit: Sequence[str] = ()) -> Any:
-  """``params`` with every leaf not matching ``reinit`` replaced by ``workdir``'s newest params."""
+def _plan(params: Any, workdir: str, reinit: Sequence[str]) -> tuple[Any, list[str], str]:
+  """``(abstract params to load, every param name, checkpoint directory)``; checks the patterns."""
   compiled = []
   for p in reinit:
     try:
@@ -59,5 +59,23 @@ def load_pretrained(params: Any, workdir: str, reinit: Sequence[str] = ()) -> An
   default = jax.sharding.SingleDeviceSharding(jax.devices()[0])
   abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", default)),
                           params)
-  keep = _prune(abstract, lambda name: any(c.search(name) for c in compiled))
-  return _merge(params, restore_params(directory, keep))
+  return _prune(abstract, lambda name: any(c.search(name) for c in compiled)), names, directory
+
+
+def check_pretrained(params: Any, workdir: str, reinit: Sequence[str] = ()) -> None:
+  """Refuses, in one line and before anything is compiled or written, a pre-trained run whose
+  params do not fit ``params`` (arrays or ``ShapeDtypeStruct``s): leaves missing from its
+  checkpoint, of another shape, or not in this model; ``reinit`` leaves are not loaded."""
+  keep, names, directory = _plan(params, workdir, reinit)
+  restore_params(directory, keep, model_names=names, source="init_from.workdir", check_only=True)
+
+
+def load_pretrained(params: Any, workdir: str, reinit: Sequence[str] = ()) -> Any:
+  """``params`` with every leaf not matching ``reinit`` replaced by ``workdir``'s newest params.
+
+  Every loaded leaf must be in the checkpoint with its shape, and every checkpoint leaf in the
+  model (``check_pretrained``); an unreadable newest checkpoint falls back to the newest readable
+  one with a warning.
+  """
+  keep, names, directory = _plan(params, workdir, reinit)
+  return _merge(params, restore_params(directory, keep, model_names=names, source="init_from.workdir"))

@@ -40,10 +40,13 @@ class Runs:
 def runs_from_config(config: Any) -> Runs | None:
   """``None`` for a single run (no run axis), else the grid ``sweep x seeds`` (seeds inner)."""
   spec = config.get("runs", None)
-  num_seeds = int(spec.get("seeds", 1)) if spec is not None else 1
+  num_seeds = spec.get("seeds", 1) if spec is not None else 1
   sweep = tuple(spec.get("sweep", ())) if spec is not None else ()
-  if num_seeds < 1:
-    raise InputError(f"runs.seeds must be >= 1, got {num_seeds}")
+  if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
+    raise InputError(f"runs.seeds must be an integer >= 1 (the number of vmapped seeds), got {num_seeds!r}")
+  if int(config.seed) + num_seeds - 1 > 2**32 - 1:
+    raise InputError(f"seed={config.seed} with runs.seeds={num_seeds} runs seeds up to {int(config.seed) + num_seeds - 1}; "
+                     "seeds must be <= 2**32 - 1 (a uint32 key)")
   names, values = [], []
   for i, entry in enumerate(sweep):
     if not (isinstance(entry, (tuple, list)) and len(entry) == 2 and isinstance(entry[0], str)

@@ -143,6 +143,10 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
     if compute_dtype is not None and compute_dtype != "float32":
       params, batch = _cast_floats(params, compute_dtype), _cast_floats(batch, compute_dtype)
     loss, metrics = loss_for_grad(params, batch, rng, extra)
+    dtype = jnp.result_type(loss)
+    if not jnp.issubdtype(dtype, jnp.floating) or jnp.ndim(loss) != 0:  # static: refused when traced
+      raise InputError(f"the loss function returned a {dtype} value of shape {jnp.shape(loss)}; it must be a "
+                       "floating-point scalar (an integer or boolean loss has no gradient)")
     return loss.astype(jnp.float32), metrics
 
   grad_fn = jax.value_and_grad(loss_in_policy, has_aux=True)

@@ -55,6 +55,9 @@ class Task:
     throughput: ``{unit: count per step}``, e.g. ``{"frames": 32}``; the trainer logs
       ``<unit>_per_sec`` beside ``steps_per_sec``.
     description: one line for the summary table.
+    resume_safe: config keys (fnmatch patterns) of evaluation-only settings that a resumed run
+      may change, beside the trainer's ``jaxlab.train.checkpoint.RESUME_SAFE_KEYS``; any other
+      changed key refuses the resume.
   """
   init_params: Callable[[jax.Array], Any]
   loss_fn: LossFn
@@ -66,6 +69,7 @@ class Task:
   update_extra: Callable[[TrainState], Any] | None = None
   throughput: dict[str, float] = dataclasses.field(default_factory=dict)
   description: str = ""
+  resume_safe: tuple[str, ...] = ()
 
   def __post_init__(self):
     if (self.host_batch is None) == (self.collect is None):

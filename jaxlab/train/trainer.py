@@ -12,6 +12,7 @@ import dataclasses
 import math
 import os
 import time
+import warnings
 from typing import Any, Callable, Sequence
 
 import jax
@@ -24,8 +25,8 @@ from jaxlab.errors import DivergedError, InputError
 from jaxlab.optim.config import optimizer_from_config
 from jaxlab.train import input_pipeline
 from jaxlab.train import sharding as sharding_lib
-from jaxlab.train.checkpoint import Checkpointer, abstract_like
-from jaxlab.train.finetune import load_pretrained
+from jaxlab.train.checkpoint import RESUME_SAFE_KEYS, Checkpointer, abstract_like
+from jaxlab.train.finetune import check_pretrained, load_pretrained
 from jaxlab.train.mesh import make_mesh
 from jaxlab.train.metrics_writer import MetricsWriter
 from jaxlab.train.preemption import PreemptionWatcher
@@ -141,16 +142,22 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
     spec = lead + (["data", None] if runs is not None else ["data"])
     return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*spec))
 
-  # State: restore the latest readable checkpoint, or initialise already sharded.
-  ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), config.checkpoint_every,
+  # State: restore the latest readable checkpoint (of this config: RESUME_SAFE_KEYS may change),
+  # or initialise already sharded; a fine-tuning source is checked before anything is compiled.
+  init_from = config.get("init_from", None)
+  ckpt_dir = os.path.join(workdir, "checkpoints")
+  if init_from is not None and init_from.get("workdir", "") and not _has_steps(ckpt_dir):
+    if runs is not None:
+      raise InputError("init_from (fine-tuning) works with single runs; set runs.seeds=1 and no runs.sweep")
+    check_pretrained(abstract_state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()))
+  ckpt = Checkpointer(ckpt_dir, config.checkpoint_every,
                       keep=config.checkpoint_keep, keep_period=config.checkpoint_keep_period or None,
-                      config=config.to_dict())
+                      config=config.to_dict(), resume_safe=RESUME_SAFE_KEYS + tuple(task.resume_safe))
   try:
     if ckpt.latest_step() is not None:
       state, _ = ckpt.restore(abstract_like(abstract_state, state_sharding))
     else:
       state = jax.jit(init, out_shardings=state_sharding)(*init_args)
-      init_from = config.get("init_from", None)
       if init_from is not None and init_from.get("workdir", ""):
         state = _fine_tune_start(state, task, optimizer, init_from, runs is not None)
     start = int(np.asarray(jax.device_get(state.step)).reshape(-1)[0])
@@ -218,6 +225,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
     skipped_at_log = _skipped(state)
     log_step = start
     preempted = None
+    warned_frozen = False
     with jax.set_mesh(mesh), PreemptionWatcher(ckpt) as watcher:
       for i, call_start in enumerate(call_starts):
         k = min(K, end - call_start)
@@ -237,6 +245,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
           row.update(metrics, steps_per_sec=steps_per_sec,
                      **{f"{u}_per_sec": steps_per_sec * n for u, n in task.throughput.items()})
           _check_not_all_skipped(metrics, skipped_at_log, log_step, done)
+          warned_frozen = warned_frozen or _warn_if_frozen(metrics, done)
           skipped_at_log, log_step = metrics["nonfinite_skipped"], done
           last_train = row.copy()
           bar.set_postfix(loss=f"{np.mean(metrics['loss']):.4f}", steps_per_s=f"{steps_per_sec:.1f}")
@@ -289,6 +298,10 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
   return TrainResult(state=state, summary=summary)
 
 
+def _has_steps(directory: str) -> bool:
+  return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
+
+
 def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: Any, has_runs: bool) -> TrainState:
   """A fresh state whose params come from ``init_from.workdir`` (``reinit`` leaves stay fresh)."""
   if has_runs:
@@ -313,6 +326,22 @@ def _check_not_all_skipped(metrics: dict[str, Any], skipped_before: Any, step_be
         f"every step from {step_before} to {step} had a non-finite loss or gradient and was skipped "
         f"(loss={metrics.get('loss')}); check the learning rate and the data. Checkpoints before step "
         f"{step_before + 1} are intact.")
+
+
+def _warn_if_frozen(metrics: dict[str, Any], step: int) -> bool:
+  """MoMo-type step size 0 with its lower bound above the loss: the params stop moving; say so once.
+
+  Checked on the host at each log (the step itself runs on under jit, where nothing can be raised).
+  """
+  for key in metrics:
+    if key.startswith("opt/") and key.endswith("step_size"):
+      lb = np.asarray(metrics.get(key[: -len("step_size")] + "lb", np.nan))
+      if np.any((np.asarray(metrics[key]) == 0) & (lb > np.asarray(metrics["loss"]))):
+        warnings.warn(f"step {step}: {key}=0 with {key[: -len('step_size')]}lb={lb} above the loss "
+                      f"{metrics['loss']}: the parameters are not moving; lower optimizer.lower_bound "
+                      "(or set optimizer.adapt_lower_bound=True)", RuntimeWarning, stacklevel=2)
+        return True
+  return False
 
 
 def run_experiments(config: ml_collections.ConfigDict, workdir: str, **kwargs: Any) -> dict[str, dict]:

@@ -8,10 +8,11 @@ from jaxlab.errors import InputError
 from jaxlab.train.step import COMPUTE_DTYPES, REMAT_POLICIES
 
 
-def _int(config: Any, key: str, low: int) -> None:
+def _int(config: Any, key: str, low: int, high: int | None = None, why: str = "") -> None:
   value = config.get(key)
-  if isinstance(value, bool) or not isinstance(value, int) or value < low:
-    raise InputError(f"{key} must be an integer >= {low}, got {value!r}")
+  if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+    allowed = (f">= {low}" if high is None else f"in [{low}, {high}]") + (f" ({why})" if why else "")
+    raise InputError(f"{key} must be an integer {allowed}, got {value!r}")
 
 
 def validate_trainer_config(config: Any) -> None:
@@ -19,7 +20,7 @@ def validate_trainer_config(config: Any) -> None:
   for key in ("task", "optimizer", "batch_size", "num_steps", "mesh"):
     if key not in config:
       raise InputError(f"the config has no {key!r} key (see jaxlab.train.config.trainer_config)")
-  _int(config, "seed", 0)
+  _int(config, "seed", 0, 2**32 - 1, "a uint32 key")  # jax.random.key(2**32) would be key(0)
   for key in ("batch_size", "num_steps", "log_every", "eval_every", "checkpoint_every",
               "steps_per_call", "grad_accum_steps", "checkpoint_keep"):
     if key in config:
