@@ -182,6 +182,7 @@ class Checkpointer:
     ``CheckpointError`` says so rather than starting over and overwriting them.
     """
     steps = [step] if step is not None else sorted(self.all_steps(), reverse=True)
+    _quiet_closed_loop_reports()
     failures = []
     for s in steps:
       self._check_config(s)
@@ -191,7 +192,6 @@ class Checkpointer:
         return restored.state, s
       except Exception as e:  # noqa: BLE001 - any read error: try the previous checkpoint
         failures.append(_failure(s, e))
-        _quiet_closed_loop_reports()
         warnings.warn(f"checkpoint {self.directory}/{s} is unreadable ({failures[-1]}); "
                       "trying the previous one", RuntimeWarning, stacklevel=2)
     raise CheckpointError(
@@ -239,8 +239,9 @@ def _quiet_closed_loop_reports() -> None:
 
   When one array of a checkpoint is unreadable, orbax's restore raises while tensorstore still
   completes the other reads; their callbacks then reach the closed asyncio loop and each is
-  printed through ``sys.unraisablehook`` (dozens of tracebacks that bury the one warning). The
-  filter is installed only after such a failure, once per process.
+  printed through ``sys.unraisablehook`` (dozens of tracebacks that bury the one warning), some
+  while the restore is still running. So the first restore installs the filter, once per process;
+  a report from a closed loop has no consequence left to act on.
   """
   previous = sys.unraisablehook
   if getattr(previous, "_jaxlab_closed_loop_filter", False):
@@ -307,6 +308,7 @@ def restore_params(directory: str, abstract_params: Any, step: int | None = None
     steps = [step] if step is not None else sorted(manager.all_steps(), reverse=True)
     if not steps:
       raise InputError(f"{where}no checkpoint in {directory}")
+    _quiet_closed_loop_reports()
     failures = []
     for s in steps:
       try:
@@ -330,7 +332,6 @@ def restore_params(directory: str, abstract_params: Any, step: int | None = None
         return restored.state["params"]
       except Exception as e:  # noqa: BLE001 - any read error: try the previous checkpoint
         failures.append(_failure(s, e))
-        _quiet_closed_loop_reports()
         warnings.warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
                       RuntimeWarning, stacklevel=2)
     raise CheckpointError(f"{where}no readable checkpoint in {directory} ({'; '.join(failures)})")

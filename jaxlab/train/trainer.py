@@ -324,7 +324,8 @@ def _check_not_all_skipped(metrics: dict[str, Any], skipped_before: Any, step_be
   if steps >= 2 and np.all(newly >= steps):
     raise DivergedError(
         f"every step from {step_before} to {step} had a non-finite loss or gradient and was skipped "
-        f"(loss={metrics.get('loss')}); check the learning rate and the data. Checkpoints before step "
+        f"(loss={metrics.get('loss')}): a learning rate too high, non-finite data, or a non-finite setting the loss "
+        f"reads (NaN in a config value or a batch); checkpoints before step "
         f"{step_before + 1} are intact.")
 
 
