@@ -44,7 +44,7 @@ EXTRAS = "rl,notebooks"
 # The layer's outputs are flattened and fed to the Q-value head; dopamine's default is one slot
 # per token (capacity factor 1: p = ⌈m/n⌉).
 #
-# `jaxlab.moe.softmoe.soft_moe` computes this with a hand-written backward pass;
+# `jaxlab.moe.soft_moe` computes this with a hand-written backward pass;
 # `soft_moe_einsum` is the readable version. Below, both and the three equations written with
 # numpy give the same outputs.
 
@@ -56,7 +56,7 @@ import matplotlib.pyplot as plt
 
 from jaxlab.config_files import load_config
 from jaxlab.moe import experts as experts_lib
-from jaxlab.moe.softmoe import init_soft_moe, num_slots, soft_moe, soft_moe_einsum
+from jaxlab.moe import init_soft_moe, num_slots, soft_moe, soft_moe_einsum
 from jaxlab.rl.envs import make_env
 from jaxlab.rl.networks import QNetwork
 from jaxlab.train.metrics_writer import read_metrics

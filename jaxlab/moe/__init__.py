@@ -2,13 +2,15 @@
 
 Pure functions (``soft_moe``, ``top1_moe`` and their ``init_*``) over parameter dicts with the
 expert axis leading (``experts/{w1,b1,w2,b2}``); flax linen modules in ``jaxlab.moe.modules`` and
-haiku modules in ``jaxlab.moe.haiku_modules`` wrap the same functions.
+haiku modules in ``jaxlab.moe.haiku_modules`` wrap the same functions. One public name per
+thing: the Soft MoE is ``soft_moe`` (pure function) and ``SoftMoE`` (flax module); its implementation
+module is private (``_soft_moe``); ``"softmoe"`` is only a config value (``network.head``, ``model.mlp``).
 """
 
 from jaxlab.moe.experts import apply_experts, init_experts
 from jaxlab.moe.modules import SoftMoE, Top1MoE
-from jaxlab.moe.softmoe import (init_router, init_soft_moe, num_slots, soft_moe,
-                                 soft_moe_einsum, soft_moe_stats)
+from jaxlab.moe._soft_moe import (init_router, init_soft_moe, num_slots, soft_moe,
+                                  soft_moe_einsum, soft_moe_stats)
 from jaxlab.moe.top1 import capacity, init_top1_moe, top1_moe
 
 # Sharding rule for expert parallelism: every expert parameter (and its optimizer moments) has

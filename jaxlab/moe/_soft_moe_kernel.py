@@ -2,7 +2,7 @@
 
 Puigcerver et al., "From Sparse to Soft Mixtures of Experts" (ICLR 2024), Sec. 2.1, Eqs. 1-3:
 ``D = softmax_m(L)``, ``C = softmax_{n,p}(L)``, ``X~ = D^T X``, ``Y = C f(X~)``, with router
-logits ``L = X Phi``. Mathematically this equals :func:`jaxlab.moe.softmoe.soft_moe_einsum`;
+logits ``L = X Phi``. Mathematically this equals :func:`jaxlab.moe.soft_moe_einsum`;
 it exists because the straightforward einsum version (and its autodiff backward) runs 5-14x
 slower than a dense layer of the same FLOPs on XLA:CPU. What makes it fast (BUILD_NOTES.md,
 "Performance: the Soft-MoE layer", has the measurements):

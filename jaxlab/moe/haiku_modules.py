@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxlab.moe import experts as experts_lib
-from jaxlab.moe import softmoe as soft_lib
+from jaxlab.moe import _soft_moe as soft_lib
 from jaxlab.moe import top1 as top1_lib
 from jaxlab.moe.modules import check_moe_settings, check_tokens
 

@@ -2,7 +2,7 @@
 
 ``SoftMoE(...)(x)`` creates ``params/<name>/router/phi`` [d, n, p] and ``params/<name>/experts/
 {w1,b1,w2,b2}`` (leading expert axis) and returns ``(y, stats)`` from
-:func:`jaxlab.moe.softmoe.soft_moe`; ``Top1MoE`` likewise over :func:`jaxlab.moe.top1.top1_moe`.
+:func:`jaxlab.moe.soft_moe`; ``Top1MoE`` likewise over :func:`jaxlab.moe.top1.top1_moe`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jaxlab import errors
 from jaxlab.errors import check
 from jaxlab.moe import experts as experts_lib
-from jaxlab.moe import softmoe as soft_lib
+from jaxlab.moe import _soft_moe as soft_lib
 from jaxlab.moe import top1 as top1_lib
 
 
@@ -49,7 +49,7 @@ class SoftMoE(nn.Module):
     capacity_factor: slots per expert p = ceil(m * capacity_factor / n), unless ``num_slots``.
     num_slots: slots per expert (an int >= 1), overriding ``capacity_factor``; None: from it.
     normalize: l2-normalise tokens and phi for the logits, with a learned scale.
-    single_exponential: see :func:`jaxlab.moe.softmoe.soft_moe`.
+    single_exponential: see :func:`jaxlab.moe.soft_moe`.
     param_dtype: dtype of the parameters.
   """
 

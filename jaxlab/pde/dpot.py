@@ -16,6 +16,20 @@ models/dpot.py at dcd2f9a), input and output (B, X, Y, T, C):
   6. optional dataset-classification head on the spatial mean (``num_classes > 0``; the
      official training gives it loss weight 0, so it is off by default).
 
+Sizes (``jaxlab.pde.make_dpot``): the paper's parameter counts (Table 1: Ti 7.5M, S 31M, M 122M,
+L 509M, H 1.03B) include the official 12-way class head, which is off by default here. Parameters
+of ``make_dpot(size)`` / ``make_dpot(size, num_classes=12)`` (= ``OFFICIAL_PARAM_COUNTS``):
+
+  ====  =============  =====================
+  size  num_classes=0  num_classes=12 (paper)
+  ====  =============  =====================
+  Ti        7,003,175              7,534,643
+  S        28,689,959             30,801,459
+  M       120,014,375            122,125,875
+  L       504,278,631            509,018,739
+  H     1,022,664,807          1,031,082,099
+  ====  =============  =====================
+
 Layout: channels-last throughout; parameter names and layouts are documented in
 ``jaxlab.pde.convert`` (which maps an official state dict onto them). Implementation choices
 that keep the function but change the arithmetic order:
@@ -42,8 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.errors import check, check_bool, check_int, check_positive
-from jaxlab.moe.modules import SoftMoE
-from jaxlab.moe.softmoe import num_slots
+from jaxlab.moe import SoftMoE, num_slots
 from jaxlab.pde.afno import AFNO2D
 from jaxlab.pde.layers import (dense, get_activation, grid_coordinates, group_norm, init_dense, init_dense_layers,
                                torch_linspace, unpatchify)

@@ -129,11 +129,10 @@ class MinAtarEnv:
     if self.sticky_action_prob > 0:
       repeat = jax.random.uniform(k_sticky, [n]) < self.sticky_action_prob
       actions = jnp.where(repeat, state.last_action, actions)
-    # gymnax 1.0: step -> (obs, state, reward, terminated, truncated, info) and auto-resets.
-    obs, env_state, reward, terminated, truncated, _ = jax.vmap(
-        self.gymnax_env.step, in_axes=(0, 0, 0, None))(
-            jax.random.split(k_env, n), state.env_state, actions, self.gymnax_params)
+    out = jax.vmap(self.gymnax_env.step, in_axes=(0, 0, 0, None))(
+        jax.random.split(k_env, n), state.env_state, actions, self.gymnax_params)
     length = state.stats.episode_length + 1
+    obs, env_state, reward, terminated, truncated = split_step_output(out, length, self.gymnax_params)
     if self.name == "freeway":  # gymnax truncates at 2500; MinAtar calls it a terminal state.
       at_limit = length >= FREEWAY_TIME_LIMIT
       terminated = terminated | at_limit
@@ -160,6 +159,35 @@ class MinAtarEnv:
             f"actions in [{low}, {high}]; must be in [0, {self.num_actions}) ({self.name} has "
             f"{self.num_actions} actions)")
     return jnp.asarray(actions)
+
+
+def split_step_output(out: tuple, length: jax.Array, params: Any
+                      ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array]:
+  """gymnax's ``step`` output as ``(obs, state, reward, terminated, truncated)``, for both signatures.
+
+  gymnax >= 1.0 returns ``(obs, state, reward, terminated, truncated, info)``; gymnax 0.0.x returns
+  ``(obs, state, reward, done, info)`` with ``done`` = game over or ``params.max_steps_in_episode``
+  reached. Both auto-reset. For 0.0.x the time limit is read back from ``length`` (steps of the
+  episode including this one): a ``done`` at the limit counts as truncated, so a game that ends
+  on exactly the limit's step bootstraps there (gymnax 1.0 would call it terminated too).
+
+  Args:
+    out: the (vmapped) ``gymnax_env.step`` output.
+    length: int [N], the episode lengths after this step.
+    params: the gymnax ``EnvParams`` the step ran with.
+
+  Returns:
+    ``(obs, env_state, reward, terminated, truncated)``, the last two bool [N].
+  """
+  if len(out) == 6:
+    obs, env_state, reward, terminated, truncated, _ = out
+    return obs, env_state, reward, terminated, truncated
+  if len(out) == 5:
+    obs, env_state, reward, done, _ = out
+    truncated = done & (length >= params.max_steps_in_episode)
+    return obs, env_state, reward, done & ~truncated, truncated
+  raise TypeError(f"gymnax step returned {len(out)} values; jaxlab.rl.envs knows the 5 of gymnax 0.0.x "
+                  "and the 6 of gymnax >= 1.0")
 
 
 def _update_stats(stats: EpisodeStats, reward: jax.Array, length: jax.Array,

@@ -47,7 +47,7 @@ class QNetwork(nn.Module):
     width_multiplier: dense head width = width * width_multiplier ("dense xN").
     capacity_factor: Soft MoE slots per expert ceil(m * cf / n); Top-1 tokens per expert.
     normalize: Soft MoE l2-normalised routing with a learned scale.
-    single_exponential: Soft MoE kernel option (see ``jaxlab.moe.softmoe.soft_moe``).
+    single_exponential: Soft MoE kernel option (see ``jaxlab.moe.soft_moe``).
     patch_size, embedding_size: the "per_patch" tokenizer.
     importance_weight, load_balancing_weight: weights of the Top-1 head's auxiliary losses in the
       TD loss (``jaxlab.rl.dqn.td_loss``'s ``aux_weights``, set by the ``dqn_minatar`` task). The
