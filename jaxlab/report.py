@@ -420,6 +420,11 @@ def write_report(workdir_paths: Sequence[str], out: str = "report", metrics: Seq
     raise InputError("no WORKDIR given: python -m jaxlab.report WORKDIR [WORKDIR ...]")
   if not out or out.endswith(os.sep) or os.path.isdir(out):
     raise InputError(f"--out={out!r} must be a file path without extension (e.g. reports/mlp), not a directory")
+  seen: dict[str, str] = {}
+  for p in workdir_paths:
+    if os.path.realpath(p) in seen:
+      raise InputError(f"workdir {p!r} is given twice (as {seen[os.path.realpath(p)]!r}); each run counts once")
+    seen[os.path.realpath(p)] = p
   workdirs = [load_workdir(p) for p in workdir_paths]
   report = build_report(workdirs, check_same_experiment(workdirs, metrics))
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)

@@ -135,7 +135,7 @@ def test_cli_writes_only_its_outputs(rl_workdir, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("case", ["different_task", "no_common_metric", "missing", "no_metrics_file", "suite",
-                                  "unknown_metric", "empty"])
+                                  "unknown_metric", "empty", "twice"])
 def test_bad_input_is_one_line_and_writes_nothing(case, rl_workdir, tmp_path, capsys):
   other = tmp_path / "other"
   cases = {
@@ -149,6 +149,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case, rl_workdir, tmp_path, ca
       "suite": lambda: ([str(tmp_path)], ["has no metrics.jsonl", "experiments rl"]),
       "unknown_metric": lambda: ([rl_workdir, "--metrics=eval_return,acc"], ["--metrics", "acc not logged in"]),
       "empty": lambda: ([make_workdir(other, [])], ["holds no logged step"]),
+      "twice": lambda: ([rl_workdir, rl_workdir + "/"], ["given twice"]),
   }
   args, expect = cases[case]()
   if case == "no_metrics_file":
