@@ -34,6 +34,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs.rl_expert_scaling import cell_config, run_labels, units  # noqa: E402
+from jaxlab.report import iqm_ci  # noqa: E402 - the IQM and stratified-bootstrap CI of python -m jaxlab.report
 from jaxlab.train.metrics_writer import read_metrics  # noqa: E402
 from jaxlab.train.trainer import train  # noqa: E402
 
@@ -134,16 +135,6 @@ def _fmt(values: list[float] | None, digits: int = 2) -> str:
   return f"{np.nanmean(v):.{digits}f} ± {np.nanstd(v):.{digits}f}"
 
 
-def stratified_bootstrap_ci(scores: np.ndarray, reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-  """IQM of ``scores`` [runs, games] and its 95% stratified-bootstrap CI (rliable; Agarwal et al.,
-  NeurIPS 2021: runs resampled with replacement within each game, percentile interval)."""
-  from rliable import library, metrics  # noqa: PLC0415
-  aggregate = lambda x: np.array([metrics.aggregate_iqm(x)])  # noqa: E731
-  np.random.seed(seed)  # rliable's bootstrap draws from numpy's global generator
-  point, interval = library.get_interval_estimates({"cell": scores}, aggregate, reps=reps)
-  return float(point["cell"][0]), float(interval["cell"][0, 0]), float(interval["cell"][1, 0])
-
-
 def iqm_table(results: dict[str, Any], order: list[str], key: str,
               by_game: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, Any]]:
   """IQM of min-max normalised returns per cell, 95% stratified-bootstrap CIs.
@@ -168,7 +159,7 @@ def iqm_table(results: dict[str, Any], order: list[str], key: str,
         lo, hi = bounds[g]
         cols.append((np.nan_to_num(np.asarray(results[by_game[n][g]][key], np.float64), nan=lo) - lo)
                     / max(hi - lo, 1e-12))
-    point, ci_lo, ci_hi = stratified_bootstrap_ci(np.stack(cols, axis=1))  # [runs, games]
+    point, ci_lo, ci_hi = iqm_ci(np.stack(cols, axis=1))  # [runs, games]; rliable, 2000 reps, seed 0
     out[n] = {"iqm": point, "ci_low": ci_lo, "ci_high": ci_hi}
     if games == [""]:
       out[n].update(min=bounds[""][0], max=bounds[""][1])

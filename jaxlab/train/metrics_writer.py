@@ -1,5 +1,11 @@
 """Metrics to ``workdir/metrics.jsonl`` and TensorBoard event files (process 0 only).
 
+``metrics.jsonl`` is strict JSON: one object per logged step, a non-finite value (NaN, inf) is
+written as ``null`` (a list under a run axis keeps one entry per run, so the finite entries are
+the non-null ones), and :func:`read_metrics` / :meth:`MetricsWriter.last_row` give ``null`` back
+as NaN. TensorBoard gets one scalar series per run (``run_3/eval_return``; a single run keeps
+the plain name) and no mean over runs: ``python -m jaxlab.report`` aggregates.
+
 On resume, lines and TensorBoard events past the restored step are dropped: the resumed run
 logs those steps again.
 """
@@ -7,6 +13,7 @@ logs those steps again.
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any, Mapping
 
@@ -17,6 +24,39 @@ import numpy as np
 def _to_python(v: Any) -> Any:
   v = np.asarray(v)
   return v.item() if v.ndim == 0 else v.tolist()
+
+
+def to_strict_json(value: Any) -> Any:
+  """``value`` (nested lists of numbers) with NaN and +-inf as ``None`` (JSON ``null``)."""
+  if isinstance(value, float) and not math.isfinite(value):
+    return None
+  if isinstance(value, list):
+    return [to_strict_json(v) for v in value]
+  return value
+
+
+def from_strict_json(value: Any) -> Any:
+  """The inverse for reading: ``None`` back to NaN, so arithmetic on a row keeps working."""
+  if value is None:
+    return float("nan")
+  if isinstance(value, list):
+    return [from_strict_json(v) for v in value]
+  return value
+
+
+def _decode_row(row: dict[str, Any]) -> dict[str, Any]:
+  return {k: from_strict_json(v) for k, v in row.items()}
+
+
+def _encode_row(row: Mapping[str, Any]) -> str:
+  # allow_nan=False: a non-finite value that slipped through is a bug, not a silent "NaN" token.
+  return json.dumps({k: to_strict_json(v) for k, v in row.items()}, allow_nan=False) + "\n"
+
+
+def _read_rows(path: str) -> list[dict[str, Any]]:
+  # parse_constant: files written before the strict format hold bare NaN / Infinity tokens.
+  with open(path) as f:
+    return [_decode_row(json.loads(line, parse_constant=float)) for line in f if line.strip()]
 
 
 class MetricsWriter:
@@ -30,42 +70,65 @@ class MetricsWriter:
     if not self.active:
       return
     if os.path.exists(self.path):  # a killed run logged steps that the resumed run will redo
-      with open(self.path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-      self._rows = [r for r in rows if r.get("step", 0) <= resume_step]
+      self._rows = [r for r in _read_rows(self.path) if r.get("step", 0) <= resume_step]
       with open(self.path, "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in self._rows)
+        f.writelines(_encode_row(r) for r in self._rows)
     if tensorboard:
       from tensorboardX import SummaryWriter
       # purge_step: TensorBoard drops events at or after it that an earlier run wrote.
       self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"), purge_step=resume_step + 1 if resume_step else None)
 
   def last_row(self, require: str | None = None) -> dict[str, Any] | None:
-    """The newest logged row (holding ``require``, if given): a rerun's summary comes from it."""
+    """The newest logged row (holding ``require``, if given): a rerun's summary comes from it.
+
+    Values are as logged, non-finite ones as NaN (also for rows read back from the file).
+    """
     for row in reversed(self._rows):
       if require is None or require in row:
         return row
     return None
 
   def write(self, step: int, metrics: Mapping[str, Any]) -> None:
+    """Logs ``metrics`` at ``step``: a line of ``metrics.jsonl`` and a TensorBoard point per run."""
     if not self.active:
       return
     row = {"step": int(step), **{k: _to_python(v) for k, v in metrics.items()}}
     self._rows.append(row)
     with open(self.path, "a") as f:
-      f.write(json.dumps(row) + "\n")
+      f.write(_encode_row(row))
     if self._tb is not None:
-      for k, v in row.items():
-        if k != "step" and np.size(v) > 0 and np.issubdtype(np.asarray(v).dtype, np.number):
-          mean = float(np.nanmean(v)) if np.any(np.isfinite(v)) else float("nan")
-          if np.isfinite(mean):  # e.g. no episode finished yet: nothing to plot
-            self._tb.add_scalar(k, mean, step)  # the mean over runs
+      for tag, value in tensorboard_scalars(row):
+        self._tb.add_scalar(tag, value, step)
 
   def close(self) -> None:
     if self._tb is not None:
       self._tb.close()
 
 
+def tensorboard_scalars(row: Mapping[str, Any]) -> list[tuple[str, float]]:
+  """The TensorBoard points of one row: ``(key, v)`` for a scalar, ``(run_<i>/key, v_i)`` per run.
+
+  Non-finite values (e.g. no episode finished yet) are left out: nothing to plot.
+  """
+  points = []
+  for k, v in row.items():
+    a = np.asarray(v)
+    if k == "step" or a.size == 0 or not np.issubdtype(a.dtype, np.number) or a.ndim > 1:
+      continue
+    if a.ndim == 0:
+      points += [(k, float(a))] if np.isfinite(a) else []
+    else:
+      points += [(f"run_{i}/{k}", float(x)) for i, x in enumerate(a) if np.isfinite(x)]
+  return points
+
+
 def read_metrics(workdir: str) -> list[dict[str, Any]]:
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
-    return [json.loads(line) for line in f if line.strip()]
+  """The rows of ``workdir/metrics.jsonl``, ``null`` (a non-finite value) read back as NaN.
+
+  Args:
+    workdir: a training workdir.
+
+  Returns:
+    One dict per logged step (``"step"`` and the metrics; lists under a run axis).
+  """
+  return _read_rows(os.path.join(workdir, "metrics.jsonl"))

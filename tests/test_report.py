@@ -1,0 +1,189 @@
+"""``python -m jaxlab.report``: per-run final / best values, aggregates over seeds, refusals.
+
+Synthetic workdirs (a ``metrics.jsonl`` and the config a checkpoint saves beside it) keep these
+tests to milliseconds; one test trains ``configs/digits_mlp.py:tiny`` with two seeds and reports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from jaxlab import report
+from jaxlab.errors import InputError
+from tests.tolerances import gamma
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+U64 = float(np.finfo(np.float64).eps) / 2
+
+
+def make_workdir(path, rows, config=None, step=20):
+  """A workdir as the trainer leaves it: metrics.jsonl (strict JSON) and checkpoints/<step>/config."""
+  os.makedirs(path, exist_ok=True)
+  with open(os.path.join(path, "metrics.jsonl"), "w") as f:
+    for r in rows:
+      f.write(json.dumps(r) + "\n")
+  if config is not None:
+    os.makedirs(os.path.join(path, "checkpoints", str(step), "config"))
+    with open(os.path.join(path, "checkpoints", str(step), "config", "metadata"), "w") as f:
+      json.dump(config, f)
+  return str(path)
+
+
+def config(task="dqn_minatar", seeds=3, sweep=(), **extra):
+  return {"task": task, "seed": 0, "runs": {"seeds": seeds, "sweep": [list(s) for s in sweep]}, "name": "x", **extra}
+
+
+def tree_digest(path):
+  h = hashlib.sha256()
+  for root, dirs, files in sorted(os.walk(path)):
+    dirs.sort()
+    for name in sorted(files):
+      p = os.path.join(root, name)
+      h.update(p.encode() + open(p, "rb").read())
+  return h.hexdigest()
+
+
+@pytest.fixture
+def rl_workdir(tmp_path):
+  # 3 seeds; eval_return: run 2 has no finished episode at the end (null), its best is at step 10.
+  rows = [{"step": 10, "loss": [0.5, 0.4, 0.6], "eval_return": [1.0, 2.0, 9.0], "nonfinite_skipped": [0, 0, 0]},
+          {"step": 20, "loss": [0.2, 0.3, 0.1], "eval_return": [1.0, 2.0, None], "nonfinite_skipped": [0, 0, 0]},
+          {"step": 30, "loss": [0.3, 0.1, 0.2], "eval_return": [3.0, 5.0, None], "nonfinite_skipped": [0, 0, 0]}]
+  return make_workdir(tmp_path / "rl", rows, config())
+
+
+def test_runs_final_best_and_mean_over_finite_seeds(rl_workdir, tmp_path):
+  w = report.load_workdir(rl_workdir)
+  assert w.labels == ["seed=0", "seed=1", "seed=2"]
+  metrics = report.check_same_experiment([w])
+  assert metrics == ["eval_return", "loss"]  # counters (nonfinite_skipped) are not results
+  rep = report.build_report([w], metrics, with_iqm=False)
+  runs = rep["runs"]
+  # The numbers are copies of the logged ones: exact.
+  assert [r["final"]["loss"] for r in runs] == [0.3, 0.1, 0.2]
+  assert [r["best"]["loss"] for r in runs] == [0.2, 0.1, 0.1]          # lowest for a loss
+  assert [r["best_step"]["loss"] for r in runs] == [20, 30, 20]
+  assert [r["best"]["eval_return"] for r in runs] == [3.0, 5.0, 9.0]   # highest for a return
+  assert math.isnan(runs[2]["final"]["eval_return"])
+  (agg,) = rep["settings"]
+  assert agg["setting"] == "all runs" and agg["runs"] == 3
+  ev = agg["final"]["eval_return"]
+  assert ev["n"] == 2 and ev["mean"] == 4.0  # (3 + 5) / 2 is exact
+  # 95% t interval with 1 degree of freedom (Cauchy: t = tan(0.475 pi)); std sqrt(2) over sqrt(2) leaves t.
+  # scipy's quantile solver and the closed form are a few roundings apart.
+  np.testing.assert_allclose(ev["ci"], math.tan(0.475 * math.pi), rtol=gamma(16, U64))
+
+
+def test_mean_ci_counts_only_finite_values():
+  s = report.mean_ci([1.0, 2.0, 6.0, float("nan"), float("inf")])
+  assert s["n"] == 3 and s["mean"] == 3.0  # exact in float64
+  # 2 degrees of freedom: t = sqrt(2 a^2 / (1 - a^2)), a = 0.95 (closed form); std = sqrt(7).
+  t = math.sqrt(2 * 0.95**2 / (1 - 0.95**2))
+  np.testing.assert_allclose(s["ci"], t * math.sqrt(7) / math.sqrt(3), rtol=gamma(16, U64))
+  assert report.mean_ci([float("nan")])["n"] == 0
+  assert math.isnan(report.mean_ci([2.0])["ci"])
+
+
+def test_iqm_through_rliable_for_returns(rl_workdir):
+  pytest.importorskip("rliable")
+  from scipy import stats
+  scores = np.array([[0.0], [1.0], [2.0], [3.0], [10.0], [4.0], [5.0], [6.0]])
+  point, lo, hi = report.iqm_ci(scores, reps=200)
+  # rliable's IQM is scipy's 25% trimmed mean of the same array: the same computation, bit-equal.
+  assert point == stats.trim_mean(scores, 0.25, axis=None)
+  assert lo <= point <= hi
+  state = np.random.get_state()[1].copy()
+  report.iqm_ci(scores, reps=50)
+  np.testing.assert_array_equal(np.random.get_state()[1], state)  # numpy's global generator left as it was
+  rep = report.build_report([report.load_workdir(rl_workdir)], ["eval_return", "loss"])
+  assert set(rep["settings"][0]["iqm"]) == {"eval_return"} and rep["settings"][0]["iqm"]["eval_return"]["n"] == 2
+
+
+def test_sweep_groups_by_swept_value_and_by_config_difference(tmp_path):
+  rows = [{"step": 5, "loss": [4.0, 2.0, 1.0, 3.0]}]
+  a = make_workdir(tmp_path / "a", rows, config("digits_classification", 2, [("learning_rate", (0.1, 0.01))],
+                                                 optimizer={"name": "sgd"}))
+  b = make_workdir(tmp_path / "b", [{"step": 5, "loss": [7.0, 9.0]}],
+                   config("digits_classification", 2, optimizer={"name": "adam"}))
+  ws = [report.load_workdir(p) for p in (a, b)]
+  assert ws[0].labels == ["seed=0,learning_rate=0.1", "seed=1,learning_rate=0.1",
+                          "seed=0,learning_rate=0.01", "seed=1,learning_rate=0.01"]
+  rep = report.build_report(ws, report.check_same_experiment(ws))
+  got = {s["setting"]: (s["runs"], s["final"]["loss"]["mean"]) for s in rep["settings"]}
+  assert got == {"optimizer.name=sgd, learning_rate=0.1": (2, 3.0), "optimizer.name=sgd, learning_rate=0.01": (2, 2.0),
+                 "optimizer.name=adam": (2, 8.0)}
+
+
+def test_cli_writes_only_its_outputs(rl_workdir, tmp_path, capsys):
+  before = tree_digest(rl_workdir)
+  out = tmp_path / "reports" / "rl"
+  assert report.main([rl_workdir, f"--out={out}"]) == 0
+  assert tree_digest(rl_workdir) == before  # nothing written into the workdir
+  assert "| seed=2 |" in capsys.readouterr().out
+  for ext in ("md", "json", "png"):
+    assert os.path.getsize(f"{out}.{ext}") > 0
+  data = json.loads(open(f"{out}.json").read(), parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
+  assert data["runs"][2]["final"]["eval_return"] is None
+
+
+@pytest.mark.parametrize("case", ["different_task", "no_common_metric", "missing", "no_metrics_file", "suite",
+                                  "unknown_metric", "empty", "twice"])
+def test_bad_input_is_one_line_and_writes_nothing(case, rl_workdir, tmp_path, capsys):
+  other = tmp_path / "other"
+  cases = {
+      "different_task": lambda: ([rl_workdir, make_workdir(other, [{"step": 1, "loss": 1.0}],
+                                                           config("digits_classification", 1))],
+                                 ["different experiments", "dqn_minatar", "digits_classification", str(other)]),
+      "no_common_metric": lambda: ([rl_workdir, make_workdir(other, [{"step": 1, "test_accuracy": 1.0}])],
+                                   ["no metric in common", str(other)]),
+      "missing": lambda: ([str(tmp_path / "nope")], ["does not exist", "nope"]),
+      "no_metrics_file": lambda: ([str(tmp_path)], ["has no metrics.jsonl"]),
+      "suite": lambda: ([str(tmp_path)], ["has no metrics.jsonl", "experiments rl"]),
+      "unknown_metric": lambda: ([rl_workdir, "--metrics=eval_return,acc"], ["--metrics", "acc not logged in"]),
+      "empty": lambda: ([make_workdir(other, [])], ["holds no logged step"]),
+      "twice": lambda: ([rl_workdir, rl_workdir + "/"], ["given twice"]),
+  }
+  args, expect = cases[case]()
+  if case == "no_metrics_file":
+    os.rename(rl_workdir, tmp_path.parent / f"{tmp_path.name}_moved")  # tmp_path: a directory with no run inside
+  out = tmp_path.parent / f"{tmp_path.name}_out" / "r"
+  assert report.main([*args, f"--out={out}"]) == 2
+  err = capsys.readouterr().err.strip()
+  assert "\n" not in err and err.startswith("jaxlab.report: error:"), err
+  for word in expect:
+    assert word in err, (word, err)
+  assert not os.path.exists(out.parent)  # a refused report writes nothing
+  with pytest.raises(InputError):  # the library call refuses alike
+    report.write_report([a for a in args if not a.startswith("--")], str(out),
+                        metrics=["eval_return", "acc"] if case == "unknown_metric" else None)
+  assert not os.path.exists(out.parent)
+
+def test_trained_seeds_reported(tmp_path):
+  """digits_mlp:tiny with runs.seeds=2 (a few seconds), then `python -m jaxlab.report` on it."""
+  import jax
+  from configs.digits_mlp import get_config
+  from jaxlab.train.trainer import train
+  c = get_config("tiny")
+  c.runs.seeds = 2
+  workdir = str(tmp_path / "mlp")
+  train(c, workdir, devices=jax.devices()[:2], progress=False)  # the 2 runs over 2 of the 8 test devices
+  before = tree_digest(workdir)
+  out = tmp_path / "rep"
+  proc = subprocess.run([sys.executable, "-m", "jaxlab.report", workdir, f"--out={out}"], capture_output=True,
+                        text=True, env={**os.environ, "PYTHONPATH": ROOT}, cwd=str(tmp_path), timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  assert tree_digest(workdir) == before
+  data = json.load(open(f"{out}.json"))
+  assert [r["label"] for r in data["runs"]] == ["seed=0", "seed=1"]
+  assert data["task"] == "digits_classification"
+  assert {"loss", "test_accuracy", "test_loss"} <= set(data["metrics"])
+  (agg,) = data["settings"]
+  assert agg["final"]["test_accuracy"]["n"] == 2
