@@ -30,6 +30,7 @@ BOUNDS = {
     "absl-py": ("2.1.0", "absl.app / flags (flags.FLAGS[name].present)"),
     "tqdm": ("4.66", "tqdm progress bars of data generation"),
     "tensorboardX": ("2.6", "SummaryWriter(purge_step=...)"),
+    "tensorboard": ("2.16", "the viewer for tensorboardX event files: reads per-run tags (run_<i>/<metric>), `tensorboard --logdir`"),
     "numpy": ("1.26", "numpy >= 1.26 is the first release for Python 3.12"),
     # extras
     "scikit-learn": ("1.4", "sklearn.datasets.load_digits (digits tasks)"),
