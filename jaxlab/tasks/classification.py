@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import ml_collections
 
@@ -10,11 +11,18 @@ from jaxlab.errors import InputError
 from jaxlab.data.digits import load_digits_split
 from jaxlab.losses import LOSSES
 from jaxlab.models import make_model
+from jaxlab.tasks.inference import Inference
 from jaxlab.train.task import TASKS, Task
 
 
 @TASKS.register("digits_classification")
 def digits_classification(config: ml_collections.ConfigDict) -> Task:
+  return digits_classification_with_inference(config)[0]
+
+
+def digits_classification_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, Inference]:
+  """The task and its :class:`~jaxlab.tasks.inference.Inference`: ``predict(params, x)`` gives the
+  logits ``[N, classes]``; ``data``: ``x_test``, ``y_test``."""
   model_kwargs = dict(config.model)
   model = make_model(model_kwargs.pop("name"), **model_kwargs)
   images = config.model.name != "mlp"
@@ -41,5 +49,8 @@ def digits_classification(config: ml_collections.ConfigDict) -> Task:
     test_loss, metrics = loss(model.apply({"params": state.params}, data["x_test"]), data["y_test"])
     return {"test_loss": test_loss, "test_accuracy": metrics["accuracy"]}
 
-  return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
+  task = Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               description=f"digits classification, {config.model.name}")
+  predict = jax.jit(lambda params, x: model.apply({"params": params}, x))
+  return task, Inference(model=model, fns={"predict": predict},
+                         data={"x_test": data["x_test"], "y_test": data["y_test"]})

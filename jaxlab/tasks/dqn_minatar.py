@@ -34,6 +34,7 @@ from jaxlab.rl import dqn
 from jaxlab.rl.envs import ENV_IDS, make_env
 from jaxlab.rl.networks import QNetwork
 from jaxlab.rl.replay import TimeStep, make_replay
+from jaxlab.tasks.inference import Inference
 from jaxlab.train.task import TASKS, Task
 
 RETURN_WINDOW = 100  # episode_return = mean over the last 100 completed episodes (all envs)
@@ -112,6 +113,19 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
 @TASKS.register("dqn_minatar")
 def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
   """The task of ``configs/dqn_minatar.py`` (see there for every key)."""
+  return dqn_minatar_with_inference(config)[0]
+
+
+def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, Inference]:
+  """The task and its :class:`~jaxlab.tasks.inference.Inference` (the same network and environment).
+
+  Inference functions, each ``fn(params, ...)``: ``q_values(params, obs [N, 10, 10, C])``
+  (``[N, actions]``), ``greedy_policy(params, obs)`` (``int32 [N]`` actions, argmax Q) and
+  ``play(params, rng, num_envs=dqn.eval_envs, max_steps=dqn.eval_steps, epsilon=0.0)``: each of
+  ``num_envs`` fresh environments plays one episode, epsilon-greedy (0: greedy), as the task's
+  evaluation does (which is ``play`` with ``epsilon=dqn.eval_epsilon``). ``data``: ``env``
+  (``reset(rng, n)``, ``step(state, actions, rng)``), ``num_actions``, ``obs_shape``.
+  """
   _check_config(config)
   e, d = config.env, config.dqn
   env = make_env(e.name, sticky_action_prob=e.sticky_action_prob)
@@ -203,42 +217,58 @@ def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
     return dqn.td_loss(q_fn, params, target_params, batch, gamma=d.gamma, double_dqn=d.double_dqn, loss=d.loss,
                        aux_weights=aux_weights)
 
-  def evaluate(state, rng):
-    """Each of ``eval_envs`` fresh environments plays one whole episode (epsilon_eval-greedy).
+  # play's defaults: the evaluation's, or Dopamine's episode cap and 8 environments without one
+  play_envs, play_cap = (n_eval, eval_cap) if eval_cap else (8, 27_000)
 
-    Runs until every environment has finished its first episode or ``eval_steps`` steps (the cap)
+  def play(params, rng, num_envs=play_envs, max_steps=play_cap, epsilon=0.0):
+    """Each of ``num_envs`` fresh environments plays one whole episode (epsilon-greedy).
+
+    Runs until every environment has finished its first episode or ``max_steps`` steps (the cap)
     have passed, whichever is first. ``eval_return``: mean return of the finished episodes, one
     per environment, so short episodes are not over-weighted (NaN if none finished);
     ``eval_episodes``: how many finished; ``eval_capped``: 1 if the cap cut an episode short
     (its partial return is not counted), else 0; ``eval_steps_run``: steps taken.
     """
+    check(isinstance(num_envs, int) and not isinstance(num_envs, bool) and num_envs >= 1,
+          f"play num_envs={num_envs!r}; must be an int >= 1")
+    check(isinstance(max_steps, int) and not isinstance(max_steps, bool) and 1 <= max_steps <= MAX_FRAMES,
+          f"play max_steps={max_steps!r}; must be an int in [1, 2**31 - 1]")
     k_reset, k_run = jax.random.split(rng)
-    env_state, obs = env.reset(k_reset, n_eval)
+    env_state, obs = env.reset(k_reset, num_envs)
 
     def unfinished(carry):
       t, _, _, finished, _ = carry
-      return (t < eval_cap) & ~jnp.all(finished)
+      return (t < max_steps) & ~jnp.all(finished)
 
     def body(carry):
       t, env_state, obs, finished, returns = carry
       k_act, k_env = jax.random.split(jax.random.fold_in(k_run, t))
-      actions = dqn.epsilon_greedy(q_fn(state.params, obs)[0], k_act, d.eval_epsilon)
+      actions = dqn.epsilon_greedy(q_fn(params, obs)[0], k_act, epsilon)
       env_state, obs, _, done, _ = env.step(env_state, actions, k_env)
       returns = jnp.where(done & ~finished, env_state.stats.last_return, returns)  # first episode only
       return t + 1, env_state, obs, finished | done, returns
 
-    init = (jnp.zeros((), jnp.int32), env_state, obs, jnp.zeros((n_eval,), jnp.bool_),
-            jnp.zeros((n_eval,), jnp.float32))
+    init = (jnp.zeros((), jnp.int32), env_state, obs, jnp.zeros((num_envs,), jnp.bool_),
+            jnp.zeros((num_envs,), jnp.float32))
     steps, _, _, finished, returns = jax.lax.while_loop(unfinished, body, init)
     count = jnp.sum(finished, dtype=jnp.int32)
     mean = jnp.sum(jnp.where(finished, returns, 0.0)) / jnp.maximum(count, 1)
     return {"eval_return": jnp.where(count > 0, mean, jnp.nan), "eval_episodes": count,
-            "eval_capped": (count < n_eval).astype(jnp.int32), "eval_steps_run": steps}
+            "eval_capped": (count < num_envs).astype(jnp.int32), "eval_steps_run": steps}
 
-  return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,
+  def evaluate(state, rng):
+    """``play`` with the config's ``dqn.eval_envs``, ``dqn.eval_steps`` and ``dqn.eval_epsilon``."""
+    return play(state.params, rng, n_eval, eval_cap, d.eval_epsilon)
+
+  task = Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,
               evaluate=evaluate if eval_cap > 0 else None,
               init_extra=lambda params: jax.tree.map(jnp.copy, params),
               update_extra=dqn.periodic_sync(d.target_update_period // frames_per_step),
               throughput={"frames": frames_per_step},
               description=f"DQN {e.name}, {config.network.head} head",
               resume_safe=("dqn.eval_envs", "dqn.eval_steps", "dqn.eval_epsilon"))  # evaluation only
+  fns = {"q_values": jax.jit(lambda params, obs: q_fn(params, obs)[0]),
+         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_fn(params, obs)[0], axis=-1).astype(jnp.int32)),
+         "play": jax.jit(play, static_argnames=("num_envs", "max_steps"))}
+  return task, Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,
+                                                   "obs_shape": tuple(obs_shape)})

@@ -39,6 +39,7 @@ from jaxlab.pde.dpot import DPOT
 from jaxlab.pde.fno import FNO2d
 from jaxlab.pde.losses import make_loss_fn, relative_l2_loss
 from jaxlab.pde.sizes import dpot_config
+from jaxlab.tasks.inference import Inference
 from jaxlab.train.task import TASKS, Task
 
 MODELS = ("dpot", "fno")
@@ -398,6 +399,20 @@ def check_config(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], 
 @TASKS.register("pde_operator")
 def pde_operator(config: ml_collections.ConfigDict) -> Task:
   """The task of ``configs/dpot_pde.py`` (see there for every key)."""
+  return pde_operator_with_inference(config)[0]
+
+
+def pde_operator_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, Inference]:
+  """The task and its :class:`~jaxlab.tasks.inference.Inference` (the same model and test data).
+
+  Inference functions, each ``fn(params, ...)``: ``predict(params, x)``, the next ``t_out``
+  frames ``(n, X, Y, t_out, C)`` from ``t_in`` frames ``x`` ``(n, X, Y, t_in, C)``;
+  ``rollout(params, x0, steps, channel_mask=None)``, :func:`rollout` with the run's ``t_out``
+  and padding value (``channel_mask`` ``(n, C)``: 1 for a data set's real channels); and
+  ``l2re(params, test=None)``, :func:`rollout_l2re` (the task's evaluation) on ``test``
+  (default: the run's test trajectories). ``data``: ``test`` (per data set ``x``, ``y``,
+  ``channel_mask``), ``t_in``, ``t_out``, ``channels``, ``pad_value``.
+  """
   d = config.data
   _, channels, model = check_config(config)
   datasets = load_datasets(config)
@@ -422,7 +437,22 @@ def pde_operator(config: ml_collections.ConfigDict) -> Task:
     del rng
     return rollout_l2re(model.apply, state.params, evals, config.t_out, pad)
 
-  return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
+  task = Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               throughput={"samples": config.batch_size},
               description=f"{config.model.name} on {'+'.join(ds.name for ds in datasets)}",
               resume_safe=("data.eval_trajectories", "data.rollout_steps"))  # evaluation only
+
+  def predict(params, x):
+    out = model.apply({"params": params}, x)
+    return out[0] if isinstance(out, tuple) else out  # DPOT with a classifier head: (frames, logits)
+
+  def run_rollout(params, x0, steps, channel_mask=None):
+    return rollout(model.apply, params, x0, steps, config.t_out, channel_mask, pad)
+
+  def l2re(params, test=None):
+    return rollout_l2re(model.apply, params, evals if test is None else test, config.t_out, pad)
+
+  fns = {"predict": jax.jit(predict), "rollout": jax.jit(run_rollout, static_argnames=("steps",)),
+         "l2re": jax.jit(l2re)}
+  return task, Inference(model=model, fns=fns, data={"test": evals, "t_in": config.t_in, "t_out": config.t_out,
+                                                     "channels": channels, "pad_value": pad})

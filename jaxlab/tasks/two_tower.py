@@ -7,21 +7,37 @@ prompt templates: CLIP's argmax and OT-CLIP's transductive OT inference (Shi et 
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
 from jaxlab.data.batching import batch_indices
 from jaxlab.data.digits import load_digits_split
+from jaxlab.errors import InputError
 from jaxlab.ot_clip import digits_pairs, ot_zero_shot, zero_shot_predict
 from jaxlab.ot_clip.similarity import l2_normalize
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
+from jaxlab.tasks.inference import Inference
 from jaxlab.train.task import TASKS, Task
 
 
 @TASKS.register("digits_two_tower")
 def digits_two_tower(config: ml_collections.ConfigDict) -> Task:
+  return digits_two_tower_with_inference(config)[0]
+
+
+def digits_two_tower_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, Inference]:
+  """The task and its :class:`~jaxlab.tasks.inference.Inference` (one model, one test split).
+
+  Inference functions, each ``fn(params, ...)``: ``embed_images(params, images [N, 64])`` and
+  ``embed_texts(params, tokens [N, L])`` (L2-normalised ``[N, embed_dim]``),
+  ``class_embeddings(params)`` (the held-out prompt ensemble, ``[10, embed_dim]``) and
+  ``zero_shot(params, images, method="argmax" | "ot", epsilon=config.eval_epsilon)`` (class ids;
+  "ot" is OT-CLIP's transductive inference over the batch). ``data``: ``vocab`` (for
+  ``jaxlab.ot_clip.digits_pairs.tokenize``), ``class_prompts``, ``x_test``, ``y_test``.
+  """
   data = load_digits_split(test_fraction=config.data.test_fraction, seed=config.data.split_seed)
   vocab = digits_pairs.build_vocab()
   captions = digits_pairs.caption_tokens(data["y_train"], vocab, np.random.default_rng(config.seed))
@@ -37,16 +53,39 @@ def digits_two_tower(config: ml_collections.ConfigDict) -> Task:
     idx = batch_indices(len(captions), config.batch_size, step, seed)[rows]
     return {"image": data["x_train"][idx], "tokens": captions[idx]}
 
+  def embed_images(params, images):
+    return model.apply({"params": params}, images, method=TwoTower.encode_image)
+
+  def embed_texts(params, tokens):
+    return model.apply({"params": params}, tokens, method=TwoTower.encode_text)
+
+  def class_embeddings(params):
+    text = embed_texts(params, prompts.reshape(-1, prompts.shape[-1]))
+    return l2_normalize(text.reshape(prompts.shape[0], prompts.shape[1], -1).mean(1))  # prompt ensemble
+
+  def classify(image, classes, method, epsilon):
+    if method == "argmax":
+      return zero_shot_predict(image, classes)
+    if method == "ot":
+      return ot_zero_shot(image, classes, epsilon=epsilon)
+    raise InputError(f"zero_shot method={method!r}; allowed: 'argmax' (CLIP), 'ot' (OT-CLIP's transductive inference)")
+
+  def zero_shot(params, images, method="argmax", epsilon=None):
+    epsilon = config.eval_epsilon if epsilon is None else epsilon
+    return classify(embed_images(params, images), class_embeddings(params), method, epsilon)
+
   def evaluate(state, rng):
     del rng
-    params = state.params
-    image = model.apply({"params": params}, data["x_test"], method=TwoTower.encode_image)
-    text = model.apply({"params": params}, prompts.reshape(-1, prompts.shape[-1]), method=TwoTower.encode_text)
-    classes = l2_normalize(text.reshape(prompts.shape[0], prompts.shape[1], -1).mean(1))  # prompt ensemble
+    image, classes = embed_images(state.params, data["x_test"]), class_embeddings(state.params)
     labels = jnp.asarray(data["y_test"])
-    argmax_acc = jnp.mean(zero_shot_predict(image, classes) == labels)
-    ot_acc = jnp.mean(ot_zero_shot(image, classes, epsilon=config.eval_epsilon) == labels)
+    argmax_acc = jnp.mean(classify(image, classes, "argmax", config.eval_epsilon) == labels)
+    ot_acc = jnp.mean(classify(image, classes, "ot", config.eval_epsilon) == labels)
     return {"zero_shot_accuracy": argmax_acc, "ot_zero_shot_accuracy": ot_acc}
 
-  return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
+  task = Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               description=f"digits two-tower, {config.loss.name} loss")
+  fns = {"embed_images": jax.jit(embed_images), "embed_texts": jax.jit(embed_texts),
+         "class_embeddings": jax.jit(class_embeddings),
+         "zero_shot": jax.jit(zero_shot, static_argnames=("method",))}
+  return task, Inference(model=model, fns=fns, data={"vocab": vocab, "class_prompts": prompts,
+                                                     "x_test": data["x_test"], "y_test": data["y_test"]})

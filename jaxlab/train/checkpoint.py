@@ -182,7 +182,7 @@ class Checkpointer:
     ``CheckpointError`` says so rather than starting over and overwriting them.
     """
     steps = [step] if step is not None else sorted(self.all_steps(), reverse=True)
-    _quiet_closed_loop_reports()
+    quiet_closed_loop_reports()
     failures = []
     for s in steps:
       self._check_config(s)
@@ -234,7 +234,7 @@ def _failure(step: int, e: Exception) -> str:
   return f"step {step}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
 
 
-def _quiet_closed_loop_reports() -> None:
+def quiet_closed_loop_reports() -> None:
   """Drops the "Event loop is closed" reports of a failed orbax read; other reports pass through.
 
   When one array of a checkpoint is unreadable, orbax's restore raises while tensorstore still
@@ -308,7 +308,7 @@ def restore_params(directory: str, abstract_params: Any, step: int | None = None
     steps = [step] if step is not None else sorted(manager.all_steps(), reverse=True)
     if not steps:
       raise InputError(f"{where}no checkpoint in {directory}")
-    _quiet_closed_loop_reports()
+    quiet_closed_loop_reports()
     failures = []
     for s in steps:
       try:

@@ -30,7 +30,7 @@ from jaxlab.train.finetune import check_pretrained, load_pretrained
 from jaxlab.train.mesh import make_mesh
 from jaxlab.train.metrics_writer import MetricsWriter
 from jaxlab.train.preemption import PreemptionWatcher
-from jaxlab.train.runs import make_runs_init, runs_from_config
+from jaxlab.train.runs import Runs, make_runs_init, runs_from_config
 from jaxlab.train.state import TrainState, make_init_fn
 from jaxlab.train.step import TrainStep, make_train_step
 from jaxlab.train.task import Task, make_task
@@ -90,6 +90,50 @@ class _Timer:
     return steps / elapsed if steps > 0 and elapsed > 0 else float("nan")
 
 
+def build_state_init(config: ml_collections.ConfigDict, task: Task | None = None
+                     ) -> tuple[Task, Runs | None, Any, Callable[..., TrainState], tuple]:
+  """``(task, runs, optimizer, init, init_args)`` of ``config``; nothing is initialised or compiled.
+
+  ``init(*init_args)`` is the run's initial ``TrainState`` (with a leading run axis when
+  ``runs`` is not None): ``jax.eval_shape`` it for the abstract state a checkpoint restores onto.
+  Shared by the trainer and ``jaxlab.load_run``.
+
+  Args:
+    config: an experiment config.
+    task: the task of ``config`` if already built (default: ``make_task(config)``).
+  """
+  task = make_task(config) if task is None else task
+  runs = runs_from_config(config)
+  optimizer = optimizer_from_config(config.optimizer, config.num_steps,
+                                    swept=tuple(runs.hparams) if runs else ())
+  init_fn = make_init_fn(task.init_params, optimizer, task.init_extra, task.init_data)
+  if runs is not None:
+    return task, runs, optimizer, make_runs_init(init_fn, runs), ()
+  return task, runs, optimizer, init_fn, (jax.random.key(config.seed),)
+
+
+def make_evaluate(task: Task, vmap_runs: bool, state_sharding: Any = None
+                  ) -> Callable[[TrainState], dict[str, jax.Array]] | None:
+  """The trainer's evaluation, jitted: ``state -> {name: value}`` (None if the task has none).
+
+  Each run's key is derived from its ``rng`` and ``step``, so evaluating a restored state again
+  draws the numbers the trainer drew at that step. Shared by the trainer and ``jaxlab.load_run``.
+
+  Args:
+    task: the run's task.
+    vmap_runs: the state has a leading run axis (vmapped over).
+    state_sharding: the state's shardings (None: wherever the state lies).
+  """
+  if task.evaluate is None:
+    return None
+
+  def eval_one(s: TrainState) -> dict[str, jax.Array]:
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.wrap_key_data(s.rng), _EVAL_STREAM), s.step)
+    return task.evaluate(s, key)
+  fn = jax.vmap(eval_one) if vmap_runs else eval_one
+  return jax.jit(fn) if state_sharding is None else jax.jit(fn, in_shardings=(state_sharding,))
+
+
 def train(config: ml_collections.ConfigDict, workdir: str, *,
           devices: Sequence[jax.Device] | None = None, stop_after: int | None = None,
           progress: bool = True) -> TrainResult:
@@ -113,19 +157,12 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
     raise InputError(f"the mesh needs a 'data' axis (size 1 for no data parallelism); got axes {tuple(mesh.shape)}")
 
   # Task and optimizer; runs.
-  task = make_task(config)
-  runs = runs_from_config(config)
-  optimizer = optimizer_from_config(config.optimizer, config.num_steps,
-                                    swept=tuple(runs.hparams) if runs else ())
-  init_fn = make_init_fn(task.init_params, optimizer, task.init_extra, task.init_data)
+  task, runs, optimizer, init, init_args = build_state_init(config)
   if runs is not None:
-    init = make_runs_init(init_fn, runs)
-    init_args: tuple = ()
     if runs.size % mesh.shape["data"]:
       raise InputError(f"{runs.size} runs cannot be sharded over the 'data' mesh axis of size "
                        f"{mesh.shape['data']}; use a multiple of it (or mesh=(('data', 1), ...))")
   else:
-    init, init_args = init_fn, (jax.random.key(config.seed),)
     sharding_lib.check_batch_divisible(config.batch_size, mesh)
 
   # Sharding: rules apply to the whole state, so optimizer moments follow their parameters.
@@ -203,12 +240,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
     prefetch = input_pipeline.Prefetcher(make_batch, depth=config.prefetch if task.host_batch else 0)
 
     # Evaluation: its own schedule; one run's state -> scalars, vmapped over runs.
-    evaluate = None
-    if task.evaluate is not None:
-      def eval_one(s: TrainState) -> dict[str, jax.Array]:
-        key = jax.random.fold_in(jax.random.fold_in(jax.random.wrap_key_data(s.rng), _EVAL_STREAM), s.step)
-        return task.evaluate(s, key)
-      evaluate = jax.jit(jax.vmap(eval_one) if runs is not None else eval_one, in_shardings=(state_sharding,))
+    evaluate = make_evaluate(task, runs is not None, state_sharding)
 
     # Loop.
     writer = MetricsWriter(workdir, resume_step=start)

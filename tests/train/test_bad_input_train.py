@@ -194,8 +194,8 @@ def test_fine_tune_from_a_truncated_checkpoint_falls_back_then_refuses(tmp_path)
 def test_closed_loop_reports_are_dropped_and_others_pass(monkeypatch):
   seen = []
   monkeypatch.setattr(sys, "unraisablehook", lambda report: seen.append(str(report.exc_value)))
-  checkpoint_lib._quiet_closed_loop_reports()
-  checkpoint_lib._quiet_closed_loop_reports()  # once per process: not stacked
+  checkpoint_lib.quiet_closed_loop_reports()
+  checkpoint_lib.quiet_closed_loop_reports()  # once per process: not stacked
   sys.unraisablehook(SimpleNamespace(exc_value=RuntimeError("Event loop is closed")))
   sys.unraisablehook(SimpleNamespace(exc_value=RuntimeError("something else")))
   assert seen == ["something else"]
