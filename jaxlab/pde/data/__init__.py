@@ -5,7 +5,7 @@ Kolmogorov flow and PDEBench's diffusion-reaction, solved with exponax. Generati
 and cached on disk (:mod:`~jaxlab.pde.data.store`); batches are pure functions of (seed, step)
 (:mod:`~jaxlab.pde.data.loader`)::
 
-  specs = default_mixture(num_trajectories=1000)
+  specs = default_mixture(num_trajectories=200)
   datasets = [load_dataset(s) for s in specs]           # generates once, then memory-maps
   batch = mixture_batch(datasets, [1, 1, 1, 1, 1], seed=0, step=k, global_batch_size=256,
                         rows=my_rows, t_in=10, t_out=1)   # set i drawn w.p. ~ n_train_i x weight_i

@@ -135,7 +135,7 @@ def dpot_t_test(spec: DatasetSpec) -> int | None:
   return None
 
 
-def default_mixture(num_trajectories: int = 1000, *, seed: int = 0,
+def default_mixture(num_trajectories: int = 200, *, seed: int = 0,
                     resolution: int = 64) -> list[DatasetSpec]:
   """The five 64^2 sets for multi-data-set pre-training: FNO NS x3, Kolmogorov, diffusion-reaction.
 
