@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 import time
 import warnings
 from typing import Any, Callable, Sequence
@@ -26,7 +27,7 @@ from jaxlab.optim.config import optimizer_from_config
 from jaxlab.train import input_pipeline
 from jaxlab.train import sharding as sharding_lib
 from jaxlab.train.checkpoint import RESUME_SAFE_KEYS, Checkpointer, abstract_like
-from jaxlab.train.finetune import check_pretrained, load_pretrained
+from jaxlab.train.finetune import FineTuneStart, check_pretrained, fine_tune_start
 from jaxlab.train.mesh import make_mesh
 from jaxlab.train.metrics_writer import MetricsWriter
 from jaxlab.train.preemption import PreemptionWatcher
@@ -153,13 +154,17 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
   ckpt = Checkpointer(ckpt_dir, config.checkpoint_every,
                       keep=config.checkpoint_keep, keep_period=config.checkpoint_keep_period or None,
                       config=config.to_dict(), resume_safe=RESUME_SAFE_KEYS + tuple(task.resume_safe))
+  fine_tuned = None  # a fine-tuning run's FineTuneStart: what was loaded from where
   try:
     if ckpt.latest_step() is not None:
       state, _ = ckpt.restore(abstract_like(abstract_state, state_sharding))
     else:
       state = jax.jit(init, out_shardings=state_sharding)(*init_args)
       if init_from is not None and init_from.get("workdir", ""):
-        state = _fine_tune_start(state, task, optimizer, init_from, runs is not None)
+        state, fine_tuned = _fine_tune_start(state, task, optimizer, init_from, runs is not None,
+                                             freeze=tuple(config.optimizer.get("freeze", ()) or ()))
+        if jax.process_index() == 0:
+          print(f"jaxlab: {fine_tuned.describe()}", file=sys.stderr, flush=True)
     start = int(np.asarray(jax.device_get(state.step)).reshape(-1)[0])
     if start > config.num_steps:
       raise InputError(f"the workdir's checkpoint is at step {start}, beyond num_steps={config.num_steps}; "
@@ -291,6 +296,8 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
       **{k: v for k, v in last_train.items() if k.startswith("opt/")},
       **last_eval,
   }
+  if fine_tuned is not None:
+    summary["init_from"] = f"{fine_tuned.workdir} (step {fine_tuned.step})"
   if preempted is not None:
     summary["stopped"] = f"preempted at step {preempted} (checkpoint saved; rerun to resume)"
   elif steps < config.num_steps:
@@ -302,8 +309,10 @@ def _has_steps(directory: str) -> bool:
   return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
 
 
-def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: Any, has_runs: bool) -> TrainState:
-  """A fresh state whose params come from ``init_from.workdir`` (``reinit`` leaves stay fresh)."""
+def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: Any, has_runs: bool,
+                     freeze: tuple[str, ...] = ()) -> tuple[TrainState, FineTuneStart]:
+  """A fresh state whose params come from ``init_from.workdir`` (``reinit`` leaves stay fresh),
+  and what was loaded from where (``freeze`` patterns are counted in it)."""
   if has_runs:
     raise InputError("init_from (fine-tuning) works with single runs; set runs.seeds=1 and no runs.sweep")
   params = load_pretrained(state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()))
