@@ -150,6 +150,10 @@ def main(argv: Sequence[str]) -> None:
     summaries = run_experiments(_CONFIG.value, _WORKDIR.value, stop_after=_STOP_AFTER.value)
   except (InputError, CheckpointError, DivergedError) as e:
     _fail(str(e))
+  except KeyboardInterrupt:  # a second Ctrl-C during training (the first saves and stops), or one before it
+    sys.stderr.write(f"\njaxlab: stopped by Ctrl-C without saving; {_WORKDIR.value} keeps its last checkpoint "
+                     "(rerun to resume from it)\n")
+    sys.exit(130)
   if jax.process_index() == 0:
     print(f"\n{summary_table(summaries)}\n\nmetrics.jsonl, TensorBoard files and checkpoints are under {_WORKDIR.value}")
 

@@ -42,8 +42,11 @@ _EVAL_STREAM = 0x65766C  # folded into a run's key: evaluation draws never reuse
 
 @dataclasses.dataclass
 class TrainResult:
+  """The final state and the summary; ``stopped_by`` names the signal ("SIGTERM", "SIGINT") that
+  stopped the run early with a checkpoint, or is None."""
   state: TrainState
   summary: dict[str, Any]
+  stopped_by: str | None = None
 
 
 def ensure_writable(workdir: str) -> None:
@@ -230,6 +233,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
     skipped_at_log = _skipped(state)
     log_step = start
     preempted = None
+    stopped_by = None
     warned_frozen = False
     with jax.set_mesh(mesh), PreemptionWatcher(ckpt) as watcher:
       for i, call_start in enumerate(call_starts):
@@ -266,9 +270,10 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
         t = time.perf_counter()
         if _crossed(call_start, done, config.checkpoint_every) or done == config.num_steps:
           ckpt.maybe_save(done, state, final=True)
-        if watcher.should_stop(done):
+        if watcher.should_stop(done):  # SIGTERM or a first Ctrl-C: save this step, then stop
           ckpt.maybe_save(done, state, final=True)
           preempted = done
+          stopped_by = watcher.reason or "preemption"
           break
         timer.exclude(time.perf_counter() - t)
     bar.close()
@@ -298,11 +303,13 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
   }
   if fine_tuned is not None:
     summary["init_from"] = f"{fine_tuned.workdir} (step {fine_tuned.step})"
-  if preempted is not None:
+  if preempted is not None and stopped_by == "SIGINT":
+    summary["stopped"] = f"interrupted (Ctrl-C) at step {preempted} (checkpoint saved; rerun with the same workdir to resume)"
+  elif preempted is not None:
     summary["stopped"] = f"preempted at step {preempted} (checkpoint saved; rerun to resume)"
   elif steps < config.num_steps:
     summary["stopped"] = f"early at step {steps} of {config.num_steps} (--stop_after; rerun to resume)"
-  return TrainResult(state=state, summary=summary)
+  return TrainResult(state=state, summary=summary, stopped_by=stopped_by if preempted is not None else None)
 
 
 def _has_steps(directory: str) -> bool:
@@ -315,11 +322,12 @@ def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: A
   and what was loaded from where (``freeze`` patterns are counted in it)."""
   if has_runs:
     raise InputError("init_from (fine-tuning) works with single runs; set runs.seeds=1 and no runs.sweep")
-  params = load_pretrained(state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()))
+  start = fine_tune_start(state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()), freeze)
+  params = start.params
   shardings = jax.tree.map(lambda x: x.sharding, state.opt_state)
   opt_state = jax.jit(optimizer.init, out_shardings=shardings)(params)
   extra = task.init_extra(params) if task.init_extra is not None else state.extra
-  return state.replace(params=params, opt_state=opt_state, extra=extra)
+  return state.replace(params=params, opt_state=opt_state, extra=extra), start
 
 
 def _skipped(state: TrainState) -> Any:
@@ -367,5 +375,10 @@ def run_experiments(config: ml_collections.ConfigDict, workdir: str, **kwargs: A
       validate_trainer_config(sub)
     except InputError as e:
       raise InputError(f"experiments.{name}: {e}") from None
-  return {name: train(sub, os.path.join(workdir, name), **kwargs).summary
-          for name, sub in config.experiments.items()}
+  summaries = {}
+  for name, sub in config.experiments.items():
+    result = train(sub, os.path.join(workdir, name), **kwargs)
+    summaries[name] = result.summary
+    if result.stopped_by is not None:  # SIGTERM / Ctrl-C: the suite stops too; a rerun resumes it
+      break
+  return summaries
