@@ -56,11 +56,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SLOW_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_digits_config.py")
 
 
-def _cli(*args):
+def _cli(*args, stderr=subprocess.PIPE):
   env = {**os.environ, "PYTHONPATH": REPO, "XLA_FLAGS": ""}  # one CPU device
   # A terminal's Ctrl-C: SIGINT not ignored, even where pytest runs as a background job.
   return subprocess.Popen([sys.executable, "-m", "jaxlab.main", *args], cwd=REPO, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          stdout=subprocess.PIPE, stderr=stderr, text=True,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
@@ -74,8 +74,9 @@ def _wait_for_lines(proc, metrics, lines):
 
 
 def test_ctrl_c_once_saves_the_current_step_twice_stops_at_once(tmp_path):
-  args = (f"--config={SLOW_CONFIG}", f"--workdir={tmp_path}")  # batches of 0.3 s: signals land mid-run
-  metrics = tmp_path / "metrics.jsonl"
+  workdir = tmp_path / "run"
+  args = (f"--config={SLOW_CONFIG}", f"--workdir={workdir}")  # batches of 0.3 s: signals land mid-run
+  metrics = workdir / "metrics.jsonl"
   proc = _cli(*args)
   _wait_for_lines(proc, metrics, 1)
   proc.send_signal(signal.SIGINT)
@@ -86,22 +87,27 @@ def test_ctrl_c_once_saves_the_current_step_twice_stops_at_once(tmp_path):
   stopped = [l for l in stdout.splitlines() if l.startswith("stopped")]
   assert stopped and "interrupted (Ctrl-C) at step" in stopped[0], stdout
   step = int(stopped[0].split("at step ")[1].split()[0])
-  saved = sorted(int(d) for d in os.listdir(tmp_path / "checkpoints") if d.isdigit())
+  saved = sorted(int(d) for d in os.listdir(workdir / "checkpoints") if d.isdigit())
   assert saved == [step] and step < 1000  # the step it reached, not a multiple of checkpoint_every
 
   lines = metrics.read_text().count("\n")
-  resumed = _cli(*args)  # the same command resumes; two Ctrl-C stop it at once, without saving
-  _wait_for_lines(resumed, metrics, lines + 1)
-  resumed.send_signal(signal.SIGINT)
-  time.sleep(0.05)  # the first one handled (a batch takes 0.3 s), so the second is a second one
-  resumed.send_signal(signal.SIGINT)
-  sent = time.time()
-  stdout, stderr = resumed.communicate(timeout=240)
+  log = tmp_path / "resumed.stderr"
+  with open(log, "w") as stderr_file:  # the same command resumes; two Ctrl-C stop it at once, without saving
+    resumed = _cli(*args, stderr=stderr_file)
+    _wait_for_lines(resumed, metrics, lines + 1)
+    resumed.send_signal(signal.SIGINT)
+    deadline = time.time() + 60
+    while "jaxlab: Ctrl-C: stopping" not in log.read_text() and time.time() < deadline:
+      time.sleep(0.01)  # the first one handled (while a 0.3 s batch is made), so the next is a second one
+    resumed.send_signal(signal.SIGINT)
+    sent = time.time()
+    stdout, _ = resumed.communicate(timeout=240)
+  stderr = log.read_text()
   assert time.time() - sent < 30  # at once: not after the remaining steps of 0.3 s
   assert resumed.returncode == 130, stderr[-3000:]
   assert "Traceback" not in stderr
-  assert f"jaxlab: stopped by Ctrl-C without saving; {tmp_path} keeps its last checkpoint" in stderr
-  assert sorted(int(d) for d in os.listdir(tmp_path / "checkpoints") if d.isdigit()) == [step]
+  assert f"jaxlab: stopped by Ctrl-C without saving; {workdir} keeps its last checkpoint" in stderr
+  assert sorted(int(d) for d in os.listdir(workdir / "checkpoints") if d.isdigit()) == [step]
   steps = [json.loads(l)["step"] for l in metrics.read_text().splitlines()]
   assert steps == sorted(set(steps)) and steps[-1] > step  # resumed from the saved step, no duplicates
 
