@@ -55,16 +55,39 @@ def resolve_config_path(spec: str) -> tuple[str, str | None]:
 
 
 def _module(path: str) -> Any:
+  """Executes the config file ``path`` as module ``jaxlab_config_<file name>``.
+
+  The module is put in ``sys.modules`` first, as an import does, so that what the file defines
+  (dataclasses, flax modules, pickled functions) finds its module. What the file registers
+  (``@TASKS.register(...)``, ``@OPTIMIZERS.register(...)``) is registered under that module's
+  name; a name that is already taken is one ``InputError`` naming the file.
+  """
   name = f"jaxlab_config_{os.path.basename(path)[:-3]}"
   spec = importlib.util.spec_from_file_location(name, path)
   if spec is None or spec.loader is None:
     raise InputError(f"config {path!r} is not a Python file")
   module = importlib.util.module_from_spec(spec)
+  previous = sys.modules.get(name)
+  sys.modules[name] = module
   try:
     spec.loader.exec_module(module)
   except SyntaxError as e:
+    _restore_module(name, previous)
     raise InputError(f"config {path} has a syntax error at line {e.lineno}: {e.msg}") from None
+  except InputError as e:  # e.g. it registers a name that is taken
+    _restore_module(name, previous)
+    raise InputError(f"config {os.path.basename(path)}: {e}") from None
+  except BaseException:
+    _restore_module(name, previous)
+    raise
   return module
+
+
+def _restore_module(name: str, previous: Any) -> None:
+  if previous is None:
+    sys.modules.pop(name, None)
+  else:
+    sys.modules[name] = previous
 
 
 def load_config_module(name: str) -> Any:
@@ -74,7 +97,8 @@ def load_config_module(name: str) -> Any:
 
 
 def load_config(spec: str) -> ml_collections.ConfigDict:
-  """The ConfigDict of ``spec`` (``"digits_mlp:tiny"``, ``"configs/<name>.py"``, ...)."""
+  """The ConfigDict of ``spec`` (``"digits_mlp:tiny"``, ``"configs/<name>.py"``, ...), with the
+  fine-tuning keys (``init_from.*``, ``optimizer.freeze``) added where it lacks them."""
   path, arg = resolve_config_path(spec)
   module = _module(path)
   if not callable(getattr(module, "get_config", None)):
@@ -87,4 +111,5 @@ def load_config(spec: str) -> ml_collections.ConfigDict:
     raise InputError(f"config {os.path.basename(path)}: {e}") from None
   if not isinstance(config, ml_collections.ConfigDict):
     raise InputError(f"config {path}: get_config must return an ml_collections.ConfigDict, got {type(config).__name__}")
-  return config
+  from jaxlab.train.config import add_fine_tune_keys  # every config takes init_from.* and optimizer.freeze
+  return add_fine_tune_keys(config)

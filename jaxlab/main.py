@@ -15,6 +15,35 @@ from jaxlab.errors import InputError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config: a file (configs/*.py[:arg]) or a name (quickstart:tiny).",
                                          lock_config=True)
+
+
+class _LoadConfigOnce(flags.ArgumentParser):
+  """``--config``'s parser: ``jaxlab.config_files.load_config``, run once per command.
+
+  ml_collections' own parser would execute the file a second time, under another module name, so
+  that a task or optimizer the file registers would be registered twice (and refused). Here
+  ``parse_flags`` loads the file (for one-line errors) and hands this parser the ConfigDict.
+  """
+
+  def __init__(self):
+    self.loaded: dict[str, object] = {}
+    self.config = None  # the last config parsed, for the list of valid keys
+
+  def parse(self, spec):
+    config = self.loaded.pop(spec, None)
+    if config is None:  # --config given as two arguments: loaded here, still once
+      from jaxlab.config_files import load_config
+      config = load_config(spec)
+    self.config = config
+    config.lock()  # as lock_config=True: an override of a key the config lacks is an error
+    return config
+
+  def flag_type(self) -> str:
+    return "config object"
+
+
+_CONFIG_PARSER = _LoadConfigOnce()
+flags.FLAGS["config"].parser = _CONFIG_PARSER
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for checkpoints and metrics.")
 _STOP_AFTER = flags.DEFINE_integer("stop_after", None,
                                    "Stop after this global step (no final checkpoint), e.g. for time-sliced jobs.")
@@ -62,14 +91,14 @@ def parse_flags(argv: Sequence[str]) -> list[str]:
   config = None
   try:
     if found is not None:
-      from jaxlab.config_files import load_config, resolve_config_path
-      path, arg = resolve_config_path(found[1])
+      from jaxlab.config_files import load_config
       config = load_config(found[1])
-      argv[found[0]] = f"--config={path}" + (f":{arg}" if arg else "")
+      _CONFIG_PARSER.loaded[found[1]] = config
     return flags.FLAGS(argv)
   except InputError as e:
     _fail(str(e))
   except (AttributeError, KeyError) as e:
+    config = config if config is not None else _CONFIG_PARSER.config
     overrides = [a[len("--config."):].split("=")[0] for a in argv[1:] if a.startswith("--config.")]
     unknown = [k for k in overrides if config is None or not _has_key(config, k)]
     if not unknown:
@@ -121,6 +150,10 @@ def main(argv: Sequence[str]) -> None:
     summaries = run_experiments(_CONFIG.value, _WORKDIR.value, stop_after=_STOP_AFTER.value)
   except (InputError, CheckpointError, DivergedError) as e:
     _fail(str(e))
+  except KeyboardInterrupt:  # a second Ctrl-C during training (the first saves and stops), or one before it
+    sys.stderr.write(f"\njaxlab: stopped by Ctrl-C without saving; {_WORKDIR.value} keeps its last checkpoint "
+                     "(rerun to resume from it)\n")
+    sys.exit(130)
   if jax.process_index() == 0:
     print(f"\n{summary_table(summaries)}\n\nmetrics.jsonl, TensorBoard files and checkpoints are under {_WORKDIR.value}")
 

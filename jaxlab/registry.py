@@ -27,7 +27,8 @@ class Registry(Generic[T]):
     def decorator(fn: T) -> T:
       old = self._entries.get(name)
       if old is not None and not _same(old, fn):
-        raise InputError(f"{self.kind} {name!r} is already registered (to {_describe(old)})")
+        raise InputError(f"{self.kind} {name!r} is already registered (to {_describe(old)}); "
+                         f"register {_describe(fn)} under another name")
       self._entries[name] = fn
       return fn
     return decorator
@@ -68,14 +69,18 @@ def _describe(entry: Any) -> str:
 
 
 def _same(old: Any, new: Any) -> bool:
-  """The same object, or the same definition executed again (a re-run cell, a reloaded module)."""
+  """The same object, or the same definition executed again: a re-run cell, a reloaded module, or
+  one file executed under two module names (a config file imported as ``configs.<name>`` and
+  loaded by ``jaxlab.config_files``): same qualified name, source file and code."""
   if old is new:
     return True
   if isinstance(old, str):  # a lazy entry, now imported: its module registers the real object
     return old == _describe(new)
-  if _describe(old) != _describe(new):
-    return False
   code_old, code_new = getattr(old, "__code__", None), getattr(new, "__code__", None)
   if code_old is None or code_new is None:
-    return code_old is code_new  # classes: same module and qualified name
+    return code_old is code_new and _describe(old) == _describe(new)  # classes: same module and qualified name
+  if getattr(old, "__qualname__", None) != getattr(new, "__qualname__", None):
+    return False
+  if _describe(old) != _describe(new) and code_old.co_filename != code_new.co_filename:
+    return False
   return (code_old.co_code, code_old.co_consts, code_old.co_names) == (code_new.co_code, code_new.co_consts, code_new.co_names)

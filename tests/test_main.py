@@ -71,3 +71,27 @@ def test_config_by_name_from_another_directory(tmp_path):
                      capture_output=True, text=True, timeout=300)
   assert p.returncode == 0, p.stderr
   assert "final_loss" in p.stdout
+
+
+def test_fine_tuning_from_the_command_line(tmp_path):
+  from tests.tolerances import ops_rtol
+  example = os.path.join("configs", "examples", "robust_regression.py")  # params: w (3,), b ()
+  pre, tuned = str(tmp_path / "pre"), str(tmp_path / "tuned")
+  p = _run(f"--config={example}:tiny", f"--workdir={pre}")
+  assert p.returncode == 0, p.stderr
+  p = _run(f"--config={example}:tiny", f"--workdir={tuned}", f"--config.init_from.workdir={pre}",
+           "--config.init_from.reinit=^b$", "--config.optimizer.freeze=^w$")
+  assert p.returncode == 0, p.stderr
+  assert (f"jaxlab: fine-tuning from {pre} (step 20): 1 param leaves loaded, 1 re-initialised (init_from.reinit), "
+          "1 frozen (optimizer.freeze)") in p.stderr
+  assert f"{pre} (step 20)" in [l for l in p.stdout.splitlines() if l.startswith("init_from")][0]
+  error_pre, error_tuned = ([json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))][-1]["weight_error"]
+                            for d in (pre, tuned))
+  # w loaded and frozen: ||w - w_true|| is the pre-trained one (3 subtractions, squares, adds, a sqrt).
+  assert abs(error_tuned - error_pre) <= ops_rtol(10) * error_pre
+
+  bad = _run(f"--config={example}:tiny", f"--workdir={tmp_path / 'bad'}", f"--config.init_from.workdir={pre}",
+             "--config.optimizer.freeze=^head/")
+  assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+  assert bad.stderr.strip().splitlines() == [
+      "jaxlab: error: optimizer.freeze pattern '^head/' matches no parameter (paths look like: b, w)"]

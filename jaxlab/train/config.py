@@ -27,7 +27,8 @@ def trainer_config(**overrides: Any) -> ml_collections.ConfigDict:
     prefetch: host batches built ahead in a background thread (0 for none).
     init_from.workdir / init_from.reinit: fine-tune from another run's newest params, keeping a
       fresh initialisation where a reinit regex matches (``jaxlab.train.finetune``); freeze
-      params with the optimizer's ``freeze`` patterns.
+      params with the optimizer's ``freeze`` patterns (``optimizer.freeze``, which
+      :func:`add_fine_tune_keys` adds to every config loaded by name or from the command line).
   """
   c = ml_collections.ConfigDict()
   c.seed = 0
@@ -52,6 +53,39 @@ def trainer_config(**overrides: Any) -> ml_collections.ConfigDict:
   c.init_from = ml_collections.ConfigDict({"workdir": "", "reinit": ()})
   c.update(overrides)
   return c
+
+
+def add_fine_tune_keys(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Gives ``config`` the fine-tuning keys it lacks, at their defaults, so that every config takes
+  ``--config.init_from.workdir``, ``--config.init_from.reinit`` and ``--config.optimizer.freeze``.
+
+  ``init_from`` is a trainer key (:func:`trainer_config`); ``freeze`` lives in the ``optimizer``
+  block, which each config writes itself. A suite (an ``experiments`` block) gets them in each
+  experiment. ``jaxlab.config_files.load_config`` calls this.
+
+  Args:
+    config: an experiment config or a suite; changed in place (unlocked for the change).
+
+  Returns:
+    ``config``.
+  """
+  with config.unlocked():
+    if isinstance(config.get("experiments"), ml_collections.ConfigDict):
+      for sub in config.experiments.values():
+        if isinstance(sub, ml_collections.ConfigDict):
+          add_fine_tune_keys(sub)
+      return config
+    if "task" not in config:
+      return config
+    if "init_from" not in config:
+      config.init_from = ml_collections.ConfigDict({"workdir": "", "reinit": ()})
+    elif isinstance(config.init_from, ml_collections.ConfigDict):
+      for key, default in (("workdir", ""), ("reinit", ())):
+        if key not in config.init_from:
+          config.init_from[key] = default
+    if isinstance(config.get("optimizer"), ml_collections.ConfigDict) and "freeze" not in config.optimizer:
+      config.optimizer.freeze = ()
+  return config
 
 
 def make_tiny(c: ml_collections.ConfigDict, num_steps: int = 20) -> ml_collections.ConfigDict:

@@ -9,13 +9,14 @@ fine-tuning run has no checkpoint of its own (a resumed fine-tuning run restores
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import Any, Sequence
 
 import jax
 
-from jaxlab.errors import InputError
+from jaxlab.errors import CheckpointError, InputError
 from jaxlab.train.checkpoint import restore_params
 from jaxlab.train.sharding import path_name
 
@@ -70,12 +71,74 @@ def check_pretrained(params: Any, workdir: str, reinit: Sequence[str] = ()) -> N
   restore_params(directory, keep, model_names=names, source="init_from.workdir", check_only=True)
 
 
-def load_pretrained(params: Any, workdir: str, reinit: Sequence[str] = ()) -> Any:
-  """``params`` with every leaf not matching ``reinit`` replaced by ``workdir``'s newest params.
+@dataclasses.dataclass(frozen=True)
+class FineTuneStart:
+  """What a fine-tuning run loaded, and from where.
+
+  Attributes:
+    params: the fresh params with the loaded leaves in place.
+    workdir: the pre-training run (``init_from.workdir``).
+    step: the checkpoint step the params came from.
+    loaded / reinitialised / frozen: numbers of param leaves loaded, kept fresh
+      (``init_from.reinit``), and frozen (``optimizer.freeze``; loaded or fresh).
+  """
+  params: Any
+  workdir: str
+  step: int
+  loaded: int
+  reinitialised: int
+  frozen: int
+
+  def describe(self) -> str:
+    """One line for the log and the summary."""
+    return (f"fine-tuning from {self.workdir} (step {self.step}): {self.loaded} param leaves loaded, "
+            f"{self.reinitialised} re-initialised (init_from.reinit), {self.frozen} frozen (optimizer.freeze)")
+
+
+def _steps(directory: str) -> list[int]:
+  return sorted((int(d) for d in os.listdir(directory) if d.isdigit()), reverse=True)
+
+
+def _matching(names: Sequence[str], patterns: Sequence[str]) -> int:
+  compiled = [re.compile(p) for p in patterns]  # invalid ones were refused by the optimizer's freeze
+  return sum(any(c.search(n) for c in compiled) for n in names)
+
+
+def fine_tune_start(params: Any, workdir: str, reinit: Sequence[str] = (), freeze: Sequence[str] = ()
+                    ) -> FineTuneStart:
+  """``params`` with every leaf not matching ``reinit`` replaced by ``workdir``'s newest readable params.
 
   Every loaded leaf must be in the checkpoint with its shape, and every checkpoint leaf in the
   model (``check_pretrained``); an unreadable newest checkpoint falls back to the newest readable
   one with a warning.
+
+  Args:
+    params: freshly initialised params (arrays; their shardings are kept).
+    workdir: the pre-training run's workdir (``init_from.workdir``).
+    reinit: regexes over param paths that keep their fresh values (``init_from.reinit``).
+    freeze: the optimizer's ``freeze`` regexes, only counted for the report.
+
+  Returns:
+    A :class:`FineTuneStart`: the params and what was loaded from which step.
   """
   keep, names, directory = _plan(params, workdir, reinit)
-  return _merge(params, restore_params(directory, keep, model_names=names, source="init_from.workdir"))
+  steps = _steps(directory)
+  if not steps:
+    raise InputError(f"init_from.workdir={workdir!r}: no checkpoint in {directory}")
+  failures = []
+  for step in steps:  # newest first; restore_params warns about each unreadable one
+    try:
+      loaded = restore_params(directory, keep, step, model_names=names, source="init_from.workdir")
+    except CheckpointError as e:
+      failures.append(str(e))
+      continue
+    n_loaded = len(jax.tree.leaves(loaded))
+    return FineTuneStart(params=_merge(params, loaded), workdir=workdir, step=step, loaded=n_loaded,
+                         reinitialised=len(names) - n_loaded, frozen=_matching(names, freeze))
+  raise CheckpointError(f"init_from.workdir={workdir!r}: no readable checkpoint in {directory} ({'; '.join(failures)})")
+
+
+def load_pretrained(params: Any, workdir: str, reinit: Sequence[str] = ()) -> Any:
+  """``params`` with every leaf not matching ``reinit`` replaced by ``workdir``'s newest readable
+  params (:func:`fine_tune_start` without its report)."""
+  return fine_tune_start(params, workdir, reinit).params

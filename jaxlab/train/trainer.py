@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 import time
 import warnings
 from typing import Any, Callable, Sequence
@@ -26,7 +27,7 @@ from jaxlab.optim.config import optimizer_from_config
 from jaxlab.train import input_pipeline
 from jaxlab.train import sharding as sharding_lib
 from jaxlab.train.checkpoint import RESUME_SAFE_KEYS, Checkpointer, abstract_like
-from jaxlab.train.finetune import check_pretrained, load_pretrained
+from jaxlab.train.finetune import FineTuneStart, check_pretrained, fine_tune_start
 from jaxlab.train.mesh import make_mesh
 from jaxlab.train.metrics_writer import MetricsWriter
 from jaxlab.train.preemption import PreemptionWatcher
@@ -41,8 +42,11 @@ _EVAL_STREAM = 0x65766C  # folded into a run's key: evaluation draws never reuse
 
 @dataclasses.dataclass
 class TrainResult:
+  """The final state and the summary; ``stopped_by`` names the signal ("SIGTERM", "SIGINT") that
+  stopped the run early with a checkpoint, or is None."""
   state: TrainState
   summary: dict[str, Any]
+  stopped_by: str | None = None
 
 
 def ensure_writable(workdir: str) -> None:
@@ -190,13 +194,17 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
   ckpt = Checkpointer(ckpt_dir, config.checkpoint_every,
                       keep=config.checkpoint_keep, keep_period=config.checkpoint_keep_period or None,
                       config=config.to_dict(), resume_safe=RESUME_SAFE_KEYS + tuple(task.resume_safe))
+  fine_tuned = None  # a fine-tuning run's FineTuneStart: what was loaded from where
   try:
     if ckpt.latest_step() is not None:
       state, _ = ckpt.restore(abstract_like(abstract_state, state_sharding))
     else:
       state = jax.jit(init, out_shardings=state_sharding)(*init_args)
       if init_from is not None and init_from.get("workdir", ""):
-        state = _fine_tune_start(state, task, optimizer, init_from, runs is not None)
+        state, fine_tuned = _fine_tune_start(state, task, optimizer, init_from, runs is not None,
+                                             freeze=tuple(config.optimizer.get("freeze", ()) or ()))
+        if jax.process_index() == 0:
+          print(f"jaxlab: {fine_tuned.describe()}", file=sys.stderr, flush=True)
     start = int(np.asarray(jax.device_get(state.step)).reshape(-1)[0])
     if start > config.num_steps:
       raise InputError(f"the workdir's checkpoint is at step {start}, beyond num_steps={config.num_steps}; "
@@ -257,6 +265,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
     skipped_at_log = _skipped(state)
     log_step = start
     preempted = None
+    stopped_by = None
     warned_frozen = False
     with jax.set_mesh(mesh), PreemptionWatcher(ckpt) as watcher:
       for i, call_start in enumerate(call_starts):
@@ -293,9 +302,10 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
         t = time.perf_counter()
         if _crossed(call_start, done, config.checkpoint_every) or done == config.num_steps:
           ckpt.maybe_save(done, state, final=True)
-        if watcher.should_stop(done):
+        if watcher.should_stop(done):  # SIGTERM or a first Ctrl-C: save this step, then stop
           ckpt.maybe_save(done, state, final=True)
           preempted = done
+          stopped_by = watcher.reason or "preemption"
           break
         timer.exclude(time.perf_counter() - t)
     bar.close()
@@ -323,26 +333,33 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
       **{k: v for k, v in last_train.items() if k.startswith("opt/")},
       **last_eval,
   }
-  if preempted is not None:
+  if fine_tuned is not None:
+    summary["init_from"] = f"{fine_tuned.workdir} (step {fine_tuned.step})"
+  if preempted is not None and stopped_by == "SIGINT":
+    summary["stopped"] = f"interrupted (Ctrl-C) at step {preempted} (checkpoint saved; rerun with the same workdir to resume)"
+  elif preempted is not None:
     summary["stopped"] = f"preempted at step {preempted} (checkpoint saved; rerun to resume)"
   elif steps < config.num_steps:
     summary["stopped"] = f"early at step {steps} of {config.num_steps} (--stop_after; rerun to resume)"
-  return TrainResult(state=state, summary=summary)
+  return TrainResult(state=state, summary=summary, stopped_by=stopped_by if preempted is not None else None)
 
 
 def _has_steps(directory: str) -> bool:
   return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
 
 
-def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: Any, has_runs: bool) -> TrainState:
-  """A fresh state whose params come from ``init_from.workdir`` (``reinit`` leaves stay fresh)."""
+def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: Any, has_runs: bool,
+                     freeze: tuple[str, ...] = ()) -> tuple[TrainState, FineTuneStart]:
+  """A fresh state whose params come from ``init_from.workdir`` (``reinit`` leaves stay fresh),
+  and what was loaded from where (``freeze`` patterns are counted in it)."""
   if has_runs:
     raise InputError("init_from (fine-tuning) works with single runs; set runs.seeds=1 and no runs.sweep")
-  params = load_pretrained(state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()))
+  start = fine_tune_start(state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()), freeze)
+  params = start.params
   shardings = jax.tree.map(lambda x: x.sharding, state.opt_state)
   opt_state = jax.jit(optimizer.init, out_shardings=shardings)(params)
   extra = task.init_extra(params) if task.init_extra is not None else state.extra
-  return state.replace(params=params, opt_state=opt_state, extra=extra)
+  return state.replace(params=params, opt_state=opt_state, extra=extra), start
 
 
 def _skipped(state: TrainState) -> Any:
@@ -390,5 +407,10 @@ def run_experiments(config: ml_collections.ConfigDict, workdir: str, **kwargs: A
       validate_trainer_config(sub)
     except InputError as e:
       raise InputError(f"experiments.{name}: {e}") from None
-  return {name: train(sub, os.path.join(workdir, name), **kwargs).summary
-          for name, sub in config.experiments.items()}
+  summaries = {}
+  for name, sub in config.experiments.items():
+    result = train(sub, os.path.join(workdir, name), **kwargs)
+    summaries[name] = result.summary
+    if result.stopped_by is not None:  # SIGTERM / Ctrl-C: the suite stops too; a rerun resumes it
+      break
+  return summaries
