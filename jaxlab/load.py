@@ -243,7 +243,7 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
     InputError: no such workdir, no checkpoint in it, no checkpoint at ``step``, ``seed_index``
       out of range; one line naming the value and what is allowed. Nothing is written.
   """
-  directory = _checkpoint_dir(workdir)
+  directory = os.path.abspath(_checkpoint_dir(workdir))  # orbax takes absolute paths only
   workdir = os.fspath(workdir)
   quiet_closed_loop_reports()
   manager = _read_only_manager(directory)

@@ -5,6 +5,8 @@ Re-running the same command resumes from the latest checkpoint in ``DIR``.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from typing import Sequence
 
@@ -135,6 +137,12 @@ def summary_table(summaries: dict[str, dict]) -> str:
   return "\n".join(lines)
 
 
+def _remove_if_empty(workdir: str) -> None:
+  """Removes ``workdir`` (made by this command) if it holds no file, only empty directories."""
+  if os.path.isdir(workdir) and not any(files for _, _, files in os.walk(workdir)):
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
 def main(argv: Sequence[str]) -> None:
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
@@ -145,10 +153,13 @@ def main(argv: Sequence[str]) -> None:
     jax.distributed.initialize()
   from jaxlab.errors import CheckpointError, DivergedError
   from jaxlab.train.trainer import ensure_writable, run_experiments
+  created = not os.path.exists(_WORKDIR.value)
   try:  # bad input and run failures: one clear line; anything else is a bug and keeps its traceback
     ensure_writable(_WORKDIR.value)
     summaries = run_experiments(_CONFIG.value, _WORKDIR.value, stop_after=_STOP_AFTER.value)
   except (InputError, CheckpointError, DivergedError) as e:
+    if created:
+      _remove_if_empty(_WORKDIR.value)  # a refused command leaves no trace
     _fail(str(e))
   except KeyboardInterrupt:  # a second Ctrl-C during training (the first saves and stops), or one before it
     sys.stderr.write(f"\njaxlab: stopped by Ctrl-C without saving; {_WORKDIR.value} keeps its last checkpoint "

@@ -40,7 +40,8 @@ NOT_A_SETTING = ("seed", "runs.*", "name", "log_every", "eval_every", "checkpoin
                  "steps_per_call", "remat", "mesh", "sharding_rules", "fsdp_*", "init_from.*")
 # The default metrics: results (losses, accuracies, errors, returns), not the logged counters, rates
 # and diagnostics (grad_norm, opt/*, moe/*: shown when asked for with --metrics).
-RESULT = re.compile(r"(loss|accuracy|acc|error|mse|l2|l2re|nrmse|return|reward|score)$")
+# a word of the name (between "_" / "/" or at its ends): "eval_return", "l2re_rollout/ns_fno_nu1e-03"
+RESULT = re.compile(r"(^|[_/])(loss|accuracy|acc|error|mse|l2|l2re|nrmse|return|reward|score)([_/]|$)")
 NOT_A_RESULT = ("step", "*_per_sec", "nonfinite_skipped", "grad_norm", "opt/*", "moe/*")
 LOWER_IS_BETTER = re.compile(r"loss|error|err$|mse|l2|nrmse|regret")
 BOOTSTRAP_REPS = 2000

@@ -58,10 +58,11 @@ import pytest  # noqa: E402
     (["--config=digits_mlp:tiny", "--config.mesh=((\"Data\",-1),)"], "the mesh needs a 'data' axis"),
 ])
 def test_bad_input_on_the_command_line_is_one_line(tmp_path, args, message):
-  p = _run(*args, f"--workdir={tmp_path}")
+  p = _run(*args, f"--workdir={tmp_path / 'new'}")
   assert p.returncode == 2, p.stderr
   assert message in p.stderr and "Traceback" not in p.stderr
   assert len([l for l in p.stderr.splitlines() if l.startswith("jaxlab: error:")]) == 1
+  assert not (tmp_path / "new").exists()  # a refused command leaves no workdir behind
 
 
 def test_config_by_name_from_another_directory(tmp_path):

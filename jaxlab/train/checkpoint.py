@@ -288,8 +288,17 @@ def params_differences(saved: Any, wanted: Any, model_names: Sequence[str] | Non
   return out
 
 
+def _run_axis_size(saved: Any, wanted: Any) -> int | None:
+  """R when every saved leaf is ``(R,) + `` the wanted shape (a run of R vmapped seeds), else None."""
+  there, here = _flat_shapes(saved), _flat_shapes(wanted)
+  sizes = {there[k][0] for k in here if k in there and there[k] and there[k][1:] == here[k]}
+  whole = all(k in there and there[k] and there[k][1:] == here[k] for k in here)
+  return sizes.pop() if whole and len(sizes) == 1 else None
+
+
 def restore_params(directory: str, abstract_params: Any, step: int | None = None, *,
-                   model_names: Sequence[str] | None = None, source: str = "", check_only: bool = False) -> Any:
+                   model_names: Sequence[str] | None = None, source: str = "", check_only: bool = False,
+                   run_index: int | None = None) -> Any:
   """Only ``params`` from a jaxlab checkpoint directory (``workdir/checkpoints``), for fine-tuning.
 
   ``abstract_params`` are ``ShapeDtypeStruct``s (with shardings) of the params to load; the
@@ -298,7 +307,9 @@ def restore_params(directory: str, abstract_params: Any, step: int | None = None
   are one ``InputError`` naming them, before anything is read. An unreadable newest checkpoint
   falls back to the newest readable one with a warning, as a resume does. ``source`` names the
   config key the directory came from, for messages. ``check_only``: run the checks on the newest
-  checkpoint whose metadata is readable, read no array, return None.
+  checkpoint whose metadata is readable, read no array, return None. ``run_index``: the run to take
+  from a checkpoint of several vmapped runs (params with a leading run axis); such a checkpoint
+  without it is refused in one line that says how many runs it holds.
   """
   directory = os.path.abspath(directory)
   where = f"{source}={os.path.dirname(directory)!r}: " if source else ""
@@ -318,18 +329,39 @@ def restore_params(directory: str, abstract_params: Any, step: int | None = None
         warnings.warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
                       RuntimeWarning, stacklevel=2)
         continue
-      problems = params_differences(saved, abstract_params, model_names)
+      runs = _run_axis_size(saved, abstract_params)
+      index_key = "init_from.seed_index" if source else "run_index"
+      if run_index is not None:
+        if runs is None:
+          raise InputError(f"{where}{index_key}={run_index}, but {directory}/{s} holds one run (no run axis); "
+                           f"allowed: {'-1' if source else 'None'} for a single run")
+        if not (isinstance(run_index, int) and 0 <= run_index < runs):
+          raise InputError(f"{where}{index_key}={run_index!r}; allowed: an int in [0, {runs - 1}] "
+                           f"({directory}/{s} holds {runs} vmapped runs)")
+      elif runs is not None:
+        raise InputError(f"{where}{directory}/{s} holds {runs} vmapped runs (params with a leading run axis); "
+                         f"choose one with {'--config.' if source else ''}{index_key}=<0..{runs - 1}>")
+      wanted = abstract_params if run_index is None else jax.tree.map(
+          lambda x: jax.ShapeDtypeStruct((runs,) + tuple(x.shape), x.dtype,
+                                         sharding=jax.sharding.SingleDeviceSharding(jax.devices()[0])),
+          abstract_params)
+      problems = params_differences(saved, wanted, model_names)
       if problems:
         raise InputError(f"{where}params in {directory}/{s} do not fit this model: " + "; ".join(problems)
                          + (". Re-initialise new or changed leaves with init_from.reinit (regexes over these names), "
                             "or fine-tune from a run of the same model" if source else ""))
       if check_only:
         return None
-      item = {"params": abstract_params}
+      item = {"params": wanted}
       try:
         restored = manager.restore(s, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
             item=item, restore_args=ocp.checkpoint_utils.construct_restore_args(item), partial_restore=True)))
-        return restored.state["params"]
+        params = restored.state["params"]
+        if run_index is None:
+          return params
+        # the chosen run, placed as the fresh params are (the whole run axis was read onto one device)
+        return jax.tree.map(lambda x, a: jax.device_put(x[run_index], getattr(a, "sharding", None)),
+                            params, abstract_params)
       except Exception as e:  # noqa: BLE001 - any read error: try the previous checkpoint
         failures.append(_failure(s, e))
         warnings.warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",

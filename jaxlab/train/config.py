@@ -50,7 +50,7 @@ def trainer_config(**overrides: Any) -> ml_collections.ConfigDict:
   c.checkpoint_keep = 2
   c.checkpoint_keep_period = 0
   c.prefetch = 1
-  c.init_from = ml_collections.ConfigDict({"workdir": "", "reinit": ()})
+  c.init_from = ml_collections.ConfigDict({"workdir": "", "reinit": (), "seed_index": -1})
   c.update(overrides)
   return c
 
@@ -78,9 +78,9 @@ def add_fine_tune_keys(config: ml_collections.ConfigDict) -> ml_collections.Conf
     if "task" not in config:
       return config
     if "init_from" not in config:
-      config.init_from = ml_collections.ConfigDict({"workdir": "", "reinit": ()})
+      config.init_from = ml_collections.ConfigDict({"workdir": "", "reinit": (), "seed_index": -1})
     elif isinstance(config.init_from, ml_collections.ConfigDict):
-      for key, default in (("workdir", ""), ("reinit", ())):
+      for key, default in (("workdir", ""), ("reinit", ()), ("seed_index", -1)):
         if key not in config.init_from:
           config.init_from[key] = default
     if isinstance(config.get("optimizer"), ml_collections.ConfigDict) and "freeze" not in config.optimizer:

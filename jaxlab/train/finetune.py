@@ -63,12 +63,14 @@ def _plan(params: Any, workdir: str, reinit: Sequence[str]) -> tuple[Any, list[s
   return _prune(abstract, lambda name: any(c.search(name) for c in compiled)), names, directory
 
 
-def check_pretrained(params: Any, workdir: str, reinit: Sequence[str] = ()) -> None:
+def check_pretrained(params: Any, workdir: str, reinit: Sequence[str] = (), seed_index: int | None = None) -> None:
   """Refuses, in one line and before anything is compiled or written, a pre-trained run whose
   params do not fit ``params`` (arrays or ``ShapeDtypeStruct``s): leaves missing from its
-  checkpoint, of another shape, or not in this model; ``reinit`` leaves are not loaded."""
+  checkpoint, of another shape, or not in this model; ``reinit`` leaves are not loaded. A run of
+  several vmapped seeds needs ``seed_index`` (``init_from.seed_index``)."""
   keep, names, directory = _plan(params, workdir, reinit)
-  restore_params(directory, keep, model_names=names, source="init_from.workdir", check_only=True)
+  restore_params(directory, keep, model_names=names, source="init_from.workdir", check_only=True,
+                 run_index=seed_index)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,8 +106,8 @@ def _matching(names: Sequence[str], patterns: Sequence[str]) -> int:
   return sum(any(c.search(n) for c in compiled) for n in names)
 
 
-def fine_tune_start(params: Any, workdir: str, reinit: Sequence[str] = (), freeze: Sequence[str] = ()
-                    ) -> FineTuneStart:
+def fine_tune_start(params: Any, workdir: str, reinit: Sequence[str] = (), freeze: Sequence[str] = (),
+                    seed_index: int | None = None) -> FineTuneStart:
   """``params`` with every leaf not matching ``reinit`` replaced by ``workdir``'s newest readable params.
 
   Every loaded leaf must be in the checkpoint with its shape, and every checkpoint leaf in the
@@ -117,6 +119,7 @@ def fine_tune_start(params: Any, workdir: str, reinit: Sequence[str] = (), freez
     workdir: the pre-training run's workdir (``init_from.workdir``).
     reinit: regexes over param paths that keep their fresh values (``init_from.reinit``).
     freeze: the optimizer's ``freeze`` regexes, only counted for the report.
+    seed_index: the run to load from a workdir of several vmapped seeds (``init_from.seed_index``).
 
   Returns:
     A :class:`FineTuneStart`: the params and what was loaded from which step.
@@ -128,12 +131,14 @@ def fine_tune_start(params: Any, workdir: str, reinit: Sequence[str] = (), freez
   failures = []
   for step in steps:  # newest first; restore_params warns about each unreadable one
     try:
-      loaded = restore_params(directory, keep, step, model_names=names, source="init_from.workdir")
+      loaded = restore_params(directory, keep, step, model_names=names, source="init_from.workdir",
+                              run_index=seed_index)
     except CheckpointError as e:
       failures.append(str(e))
       continue
     n_loaded = len(jax.tree.leaves(loaded))
-    return FineTuneStart(params=_merge(params, loaded), workdir=workdir, step=step, loaded=n_loaded,
+    where = workdir if seed_index is None else f"{workdir} run {seed_index}"
+    return FineTuneStart(params=_merge(params, loaded), workdir=where, step=step, loaded=n_loaded,
                          reinitialised=len(names) - n_loaded, frozen=_matching(names, freeze))
   raise CheckpointError(f"init_from.workdir={workdir!r}: no readable checkpoint in {directory} ({'; '.join(failures)})")
 

@@ -190,7 +190,8 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
   if init_from is not None and init_from.get("workdir", "") and not _has_steps(ckpt_dir):
     if runs is not None:
       raise InputError("init_from (fine-tuning) works with single runs; set runs.seeds=1 and no runs.sweep")
-    check_pretrained(abstract_state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()))
+    check_pretrained(abstract_state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()),
+                     _seed_index(init_from))
   ckpt = Checkpointer(ckpt_dir, config.checkpoint_every,
                       keep=config.checkpoint_keep, keep_period=config.checkpoint_keep_period or None,
                       config=config.to_dict(), resume_safe=RESUME_SAFE_KEYS + tuple(task.resume_safe))
@@ -348,13 +349,23 @@ def _has_steps(directory: str) -> bool:
   return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
 
 
+def _seed_index(init_from: Any) -> int | None:
+  """``init_from.seed_index`` (-1: the pre-training run is a single run) as None or a run index."""
+  index = init_from.get("seed_index", -1)
+  if isinstance(index, bool) or not isinstance(index, int) or index < -1:
+    raise InputError(f"init_from.seed_index={index!r}; allowed: -1 (a single pre-training run) or the index of "
+                     "one of its vmapped runs (an int >= 0)")
+  return None if index == -1 else index
+
+
 def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: Any, has_runs: bool,
                      freeze: tuple[str, ...] = ()) -> tuple[TrainState, FineTuneStart]:
   """A fresh state whose params come from ``init_from.workdir`` (``reinit`` leaves stay fresh),
   and what was loaded from where (``freeze`` patterns are counted in it)."""
   if has_runs:
     raise InputError("init_from (fine-tuning) works with single runs; set runs.seeds=1 and no runs.sweep")
-  start = fine_tune_start(state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()), freeze)
+  start = fine_tune_start(state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()), freeze,
+                          _seed_index(init_from))
   params = start.params
   shardings = jax.tree.map(lambda x: x.sharding, state.opt_state)
   opt_state = jax.jit(optimizer.init, out_shardings=shardings)(params)

@@ -115,6 +115,14 @@ CASES: list[Case] = [
     ("fine-tune", "names where the run came from", _fine_tune({}, **{"model.hidden": (48,)}), "init_from.workdir='"),
     ("fine-tune", "with vmapped seeds", _fine_tune({}, **{"runs.seeds": 2}),
      "init_from (fine-tuning) works with single runs"),
+    ("fine-tune", "from a run of vmapped seeds without choosing one", _fine_tune({"runs.seeds": 2}),
+     "holds 2 vmapped runs (params with a leading run axis); choose one with --config.init_from.seed_index=<0..1>"),
+    ("fine-tune", "a seed index beyond the runs", _fine_tune({"runs.seeds": 2}, **{"init_from.seed_index": 2}),
+     "init_from.seed_index=2; allowed: an int in [0, 1]"),
+    ("fine-tune", "a seed index for a single run", _fine_tune({}, **{"init_from.seed_index": 0}),
+     "init_from.seed_index=0, but"),
+    ("fine-tune", "a seed index that is no index", _fine_tune({"runs.seeds": 2}, **{"init_from.seed_index": 0.5}),
+     "init_from.seed_index=0.5; allowed: -1 (a single pre-training run)"),
     ("resume", "a changed optimizer setting", _resume(**{"optimizer.learning_rate": 0.5}),
      "was trained with another config: optimizer.learning_rate: 1.0 there, 0.5 here"),
     ("resume", "a changed data setting", _resume(**{"data.split_seed": 3}),
@@ -206,3 +214,14 @@ def test_momo_lower_bound_above_the_loss_is_reported(tmp_path):
   with pytest.warns(RuntimeWarning, match=r"opt/step_size=0 with opt/lb=100.0 above the loss .* not moving; lower "
                                           r"optimizer.lower_bound"):
     train(config, str(tmp_path), progress=False, devices=jax.devices()[:1])
+
+
+def test_fine_tune_takes_the_chosen_seed_of_a_vmapped_run(tmp_path):
+  pre = _run(**{"runs.seeds": 2})
+  config = _config(num_steps=1, **{"init_from.seed_index": 1, "optimizer.learning_rate": 0.0})
+  config.init_from.workdir = pre
+  tuned = train(config, str(tmp_path), progress=False, devices=jax.devices()[:1])
+  from jaxlab.load import load_run
+  seed_1 = load_run(pre, seed_index=1).params
+  # a copy of run 1 that took one step at learning rate 0: bit-equal
+  jax.tree.map(np.testing.assert_array_equal, jax.device_get(tuned.state.params), jax.device_get(seed_1))
