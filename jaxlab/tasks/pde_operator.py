@@ -204,6 +204,15 @@ def model_kwargs(config: ml_collections.ConfigDict, channels: int) -> tuple[str,
   return name, {**io, **m}
 
 
+def _paper_count(config: ml_collections.ConfigDict) -> str:
+  """For a paper-size DPOT, its count in the paper (with the 12-way class head this task does not train)."""
+  size = config.model.get("size", "") if config.model.name == "dpot" else ""
+  from jaxlab.pde.sizes import OFFICIAL_PARAM_COUNTS
+  if size not in OFFICIAL_PARAM_COUNTS:
+    return ""
+  return f" (DPOT-{size}: the paper's {OFFICIAL_PARAM_COUNTS[size]:,} parameters include a 12-way class head)"
+
+
 def build_model(config: ml_collections.ConfigDict, channels: int) -> Any:
   """The configured DPOT or FNO-2D, its settings checked (``InputError`` naming the bad key)."""
   name, kwargs = model_kwargs(config, channels)
@@ -439,7 +448,7 @@ def pde_operator_with_inference(config: ml_collections.ConfigDict) -> tuple[Task
 
   task = Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               throughput={"samples": config.batch_size},
-              description=f"{config.model.name} on {'+'.join(ds.name for ds in datasets)}",
+              description=f"{config.model.name} on {'+'.join(ds.name for ds in datasets)}" + _paper_count(config),
               resume_safe=("data.eval_trajectories", "data.rollout_steps"))  # evaluation only
 
   def predict(params, x):

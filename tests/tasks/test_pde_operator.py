@@ -227,3 +227,12 @@ def test_rollout_keeps_padded_channels_at_zero():
   assert float(jnp.abs(padded[..., 1]).max()) == 0.0
   unmasked = rollout(apply, jnp.float32(1.0), x2, 4, 1)           # padding fed back: channel 0 drifts
   assert float(jnp.abs(unmasked[..., 0] - padded[..., 0]).max()) > 1.0
+
+
+def test_summary_names_the_papers_count_for_paper_sizes():
+  import ml_collections
+  from jaxlab.tasks.pde_operator import _paper_count
+  assert _paper_count(ml_collections.ConfigDict({"model": {"name": "dpot", "size": "Ti"}})) == (
+      " (DPOT-Ti: the paper's 7,534,643 parameters include a 12-way class head)")
+  assert _paper_count(ml_collections.ConfigDict({"model": {"name": "dpot", "size": "cpu_small"}})) == ""
+  assert _paper_count(ml_collections.ConfigDict({"model": {"name": "fno"}})) == ""
