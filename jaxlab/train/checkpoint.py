@@ -63,13 +63,17 @@ def resume_differences(saved: Any, current: Any, safe: Sequence[str] = RESUME_SA
   """``(refused, allowed, unknown)``: changed keys between a checkpoint's config and this run's.
 
   ``refused`` changed and are not in ``safe``; ``allowed`` changed and are; ``unknown`` exist on
-  one side only (a config written by another jaxlab version), which cannot be compared.
+  one side only (a config written by another jaxlab version), which cannot be compared, unless
+  they are safe keys or empty (``()``, ``""``: the off value a newer version adds).
   """
   a, b = _flat_config(_json_safe(saved)), _flat_config(_json_safe(current))
   refused, allowed, unknown = [], [], []
   for k in sorted(set(a) | set(b)):
     if k not in a or k not in b:
-      unknown.append(f"{k} ({'only here' if k in b else 'only there'})")
+      value = a.get(k, b.get(k))
+      safe_key = any(fnmatch.fnmatchcase(k, p) for p in safe)
+      if not safe_key and value not in ((), [], "", None, {}):  # an empty value: a newer version's "off"
+        unknown.append(f"{k} ({'only here' if k in b else 'only there'})")
     elif a[k] != b[k]:
       (allowed if any(fnmatch.fnmatchcase(k, p) for p in safe) else refused).append(
           f"{k}: {a[k]!r} there, {b[k]!r} here")
