@@ -27,7 +27,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from jaxlab.errors import InputError
-from jaxlab.pde.data import DatasetSpec, dataset_dir, dataset_spec, default_mixture, describe, load_or_generate
+from jaxlab.pde.data import DatasetSpec, dataset_dir, describe, load_or_generate
+from jaxlab.pde.data.selection import config_specs, mixture_specs
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "a training config (configs/<name>.py[:arg] or <name>[:arg]): make exactly the data sets it "
@@ -46,53 +47,6 @@ MIXTURE_FLAGS = ("trajectories", "resolution", "num_frames", "seed")  # what --c
 _CONFIG_SPEC = ""  # --config as given (for messages)
 
 
-def mixture_specs(trajectories: int, resolution: int, num_frames: int, seed: int) -> list[DatasetSpec]:
-  """The default mixture with these settings (``num_frames`` 0: each family's own frame count).
-
-  Returns:
-    The five :class:`DatasetSpec` of :func:`jaxlab.pde.data.default_mixture`.
-  """
-  specs = default_mixture(trajectories, seed=seed, resolution=resolution)
-  if not num_frames:
-    return specs
-  if not isinstance(num_frames, int) or num_frames < 1:
-    raise InputError(f"--num_frames={num_frames!r} must be an int >= 1 (or 0: each family's own)")
-  return [dataset_spec(s.family, s.num_trajectories, seed=s.seed, resolution=s.resolution, name=s.name,
-                       **{**s.param_dict, "num_frames": num_frames}) for s in specs]
-
-
-def config_specs(config, cache_dir: str | None) -> list[tuple[DatasetSpec, str | None]]:
-  """``(spec, cache dir)`` of every data set ``config`` reads, after the task's own checks.
-
-  ``config`` is one ``pde_operator`` experiment or a suite (``experiments``) with some; the specs
-  come from :func:`jaxlab.tasks.pde_operator.check_config`, so they are the ones training loads.
-  A set read by two experiments is listed once.
-  """
-  from jaxlab.tasks.pde_operator import check_config  # noqa: PLC0415 - imports the models; --config only
-  if "experiments" in config:
-    runs = [(f"experiments.{name}: ", sub) for name, sub in config.experiments.items()
-            if sub.get("task", None) == "pde_operator"]
-    tasks = sorted({str(sub.get("task", None)) for sub in config.experiments.values()})
-  else:
-    runs = [("", config)] if config.get("task", None) == "pde_operator" else []
-    tasks = [str(config.get("task", None))]
-  if not runs:
-    raise InputError(f"--config={_CONFIG_SPEC}: trains task(s) {tasks}, none is "
-                     "'pde_operator'; it reads no generated PDE data (use a config such as configs/dpot_pde.py)")
-  out, seen = [], set()
-  for where, sub in runs:
-    try:
-      specs = check_config(sub)[0]
-    except InputError as e:
-      raise InputError(f"{where}{e}") from None
-    folder = cache_dir if cache_dir is not None else (sub.data.get("cache_dir", "") or None)
-    for spec in specs:
-      if (spec.cache_key(), folder) not in seen:
-        seen.add((spec.cache_key(), folder))
-        out.append((spec, folder))
-  return out
-
-
 def selected_specs() -> list[tuple[DatasetSpec, str | None]]:
   """The data sets the flags ask for, each with its cache dir; nothing is generated yet."""
   if _CONFIG.value is not None:
@@ -101,7 +55,7 @@ def selected_specs() -> list[tuple[DatasetSpec, str | None]]:
       raise InputError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply with --config (the "
                        "config decides the data; "
                        "override it with --config.data.<key>=..., e.g. --config.data.resolution=32)")
-    chosen = config_specs(_CONFIG.value, _CACHE.value)
+    chosen = config_specs(_CONFIG.value, _CACHE.value, _CONFIG_SPEC)
   else:
     chosen = [(s, _CACHE.value) for s in mixture_specs(_TRAJ.value, _RES.value, _FRAMES.value, _SEED.value)]
   names = list(dict.fromkeys(s.name for s, _ in chosen))

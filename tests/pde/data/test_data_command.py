@@ -8,7 +8,7 @@ import pytest
 
 from jaxlab.config_files import load_config
 from jaxlab.pde.data import load_cached
-from jaxlab.pde.data.__main__ import mixture_specs
+from jaxlab.pde.data.selection import mixture_specs
 from jaxlab.tasks.pde_operator import check_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
