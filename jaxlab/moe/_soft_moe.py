@@ -32,13 +32,7 @@ _NORM_EPS = 1e-6  # as dopamine's l2_normalize
 
 def num_slots(num_tokens: int, num_experts: int, capacity_factor: float = 1.0) -> int:
   """Slots per expert ``p = ceil(m * capacity_factor / n)`` (dopamine's rule; vmoe rounds)."""
-  errors.check_int(num_experts, "num_experts")
-  errors.check_int(num_tokens, "num_tokens")
-  errors.check_positive(capacity_factor, "capacity_factor", "slots per expert = ceil(tokens * factor / experts)")
-  p = int(math.ceil(num_tokens * capacity_factor / num_experts))
-  check(p >= 1, f"capacity_factor={capacity_factor} with {num_tokens} tokens and {num_experts} "
-        "experts gives 0 slots per expert; need >= 1")
-  return p
+  return experts_lib.per_expert(num_tokens, num_experts, capacity_factor, "slots per expert", "0 slots per expert")
 
 
 def init_soft_moe(key: jax.Array, token_dim: int, num_experts: int, slots_per_expert: int,

@@ -8,11 +8,13 @@ rule such as ``(r"experts/", ("expert",))`` splits every expert parameter over a
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from jaxlab import errors
 from jaxlab.errors import check, check_int
 
 ExpertParams = dict  # {"w1", "b1", "w2", "b2"}
@@ -51,3 +53,17 @@ def apply_experts(experts: ExpertParams, inputs: jax.Array) -> jax.Array:
   hidden = jax.nn.relu(jnp.einsum("ncd,ndh->nch", inputs, experts["w1"])
                        + experts["b1"][:, None, :])
   return jnp.einsum("nch,nhd->ncd", hidden, experts["w2"]) + experts["b2"][:, None, :]
+
+
+def per_expert(num_tokens: int, num_experts: int, capacity_factor: float, what: str, zero: str) -> int:
+  """``ceil(m * capacity_factor / n)`` (dopamine's rule for Soft-MoE slots and Top-1 capacity), >= 1.
+
+  ``what`` names the count in the factor's message, ``zero`` how a 0 result reads.
+  """
+  check_int(num_experts, "num_experts")
+  check_int(num_tokens, "num_tokens")
+  errors.check_positive(capacity_factor, "capacity_factor", f"{what} = ceil(tokens * factor / experts)")
+  count = int(math.ceil(num_tokens * capacity_factor / num_experts))
+  check(count >= 1, f"capacity_factor={capacity_factor} with {num_tokens} tokens and {num_experts} "
+        f"experts gives {zero}; need >= 1")
+  return count

@@ -39,13 +39,7 @@ Params = dict
 
 def capacity(num_tokens: int, num_experts: int, capacity_factor: float = 1.0) -> int:
   """Tokens each expert takes per sample: ``ceil(m * capacity_factor / n)`` (dopamine's rule)."""
-  errors.check_int(num_experts, "num_experts")
-  errors.check_int(num_tokens, "num_tokens")
-  errors.check_positive(capacity_factor, "capacity_factor", "tokens per expert = ceil(tokens * factor / experts)")
-  c = int(math.ceil(num_tokens * capacity_factor / num_experts))
-  check(c >= 1, f"capacity_factor={capacity_factor} with {num_tokens} tokens and {num_experts} "
-        "experts gives capacity 0; need >= 1")
-  return c
+  return experts_lib.per_expert(num_tokens, num_experts, capacity_factor, "tokens per expert", "capacity 0")
 
 
 def init_top1_moe(key: jax.Array, token_dim: int, num_experts: int, expert_hidden: int,
