@@ -18,7 +18,7 @@ VENV_LATEST ?= .venv-latest
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e ".[data,rl,pde,test,notebooks,tensorboard]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[data,rl,pde,atari,clip_data,test,notebooks,docs,tensorboard]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -33,7 +33,7 @@ $(VENV_LATEST)/.jaxlab-installed: setup.cfg pyproject.toml
 	@test -n "$(PYTHON_LATEST)" || (echo "test-latest needs python3.12 (set PYTHON_LATEST=...)"; exit 1)
 	$(PYTHON_LATEST) -m venv $(VENV_LATEST)
 	$(VENV_LATEST)/bin/python -m pip install -q --upgrade pip
-	$(VENV_LATEST)/bin/python -m pip install -q --upgrade -e ".[data,pde,test,notebooks,tensorboard]"
+	$(VENV_LATEST)/bin/python -m pip install -q --upgrade -e ".[data,pde,atari,clip_data,test,notebooks,docs,tensorboard]"
 	# gymnax 1.0.1 declares jax<0.12 and would pull jax back to 0.11; its code runs on jax 0.12
 	# (tests/rl pass), so the rl extra goes in without moving jax.
 	$(VENV_LATEST)/bin/python -m pip install -q --upgrade --no-deps gymnax
