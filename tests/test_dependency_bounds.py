@@ -43,6 +43,18 @@ BOUNDS = {
     "exponax": ("0.1.0", "exponax.stepper.KolmogorovFlowVorticity, nonlin_fun.VorticityConvection2d, "
                          "_spectral.build_laplace_operator, exponax.fft / ifft. Checked: tests/pde/data/test_steppers.py "
                          "passes with 0.1.0"),
+    "h5py": ("3.9", "h5py.File with lazy row reads of DPOT/PDEBench/The Well HDF5 files (3.9: numpy 2 support)"),
+    "envpool": ("0.8.4", "envpool.make(..., env_type='gymnasium') for Atari v5 with the ROMs packaged"),
+    "grain": ("0.2.2", "grain.MapDataset / IndexSampler with ShardOptions (per-process image-text rows)"),
+    "tokenizers": ("0.15", "tokenizers.Tokenizer with WordLevel/BPE trainers, Tokenizer.from_file"),
+    "pyarrow": ("14", "pyarrow.parquet.read_table for precomputed embedding pairs"),
+    "pillow": ("10", "PIL.Image.open / convert / resize of the user's images"),
+    "jupytext": ("1.16", "jupytext.read / writes of percent-format sources paired with colabs/*.ipynb"),
+    "nbclient": ("0.10", "nbclient.NotebookClient execution in a real kernel"),
+    "ipykernel": ("6.29", "the python3 kernel nbclient starts"),
+    "sphinx": ("7.2", "the docs build (autodoc, napoleon) with -W"),
+    "myst-nb": ("1.1", "MyST pages and notebooks rendered from stored outputs (nb_execution_mode='off')"),
+    "sphinx-book-theme": ("1.1", "the docs theme (optax and flax use it)"),
     "matplotlib": ("3.8", "pyplot figures of the notebooks and benchmarks"),
     "pytest": ("8.0", "the test suite"),
     "pytest-xdist": ("3.5", "-n parallel test runs"),
