@@ -32,6 +32,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "myst_nb",
     "public_api",
+    "repo_files",
 ]
 
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
@@ -61,6 +62,10 @@ public_api_modules = [
     "jaxlab.ot_clip", "jaxlab.ot_clip.similarity", "jaxlab.pde", "jaxlab.pde.data", "jaxlab.rl",
     "jaxlab.data", "jaxlab.data.digits", "jaxlab.data.batching",
 ]
+
+# A Markdown link to a repository file that is not a page (benchmarks/, configs/, ...) renders as
+# the file's path in code font (_ext/repo_files.py); a link to a missing file fails the build.
+repo_files_root = str(REPO)
 
 # ------------------------------------------------------------------ autodoc / napoleon
 autodoc_member_order = "bysource"

@@ -30,6 +30,7 @@ of our objects by the path where it is defined resolves to where it is documente
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import os
@@ -48,6 +49,7 @@ _BY_OBJECT = "public_api_by_object"  # cache of _documented_objects for the writ
 _MISSING = object()
 
 
+@functools.lru_cache(maxsize=None)
 def _source_tree(modname: str) -> ast.Module:
   module = importlib.import_module(modname)
   with open(inspect.getsourcefile(module), encoding="utf-8") as f:
