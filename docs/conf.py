@@ -1,4 +1,5 @@
-"""Sphinx configuration of jaxlab's documentation site (``make docs``; checked by tests/test_docs.py).
+"""Sphinx configuration of jaxlab's documentation site (the Makefile's ``docs`` target; checked by
+tests/test_docs.py).
 
 The API reference comes from the docstrings (autodoc + napoleon, Google style); the notebooks in
 ``colabs/`` are rendered from their stored outputs (myst-nb, never executed here); BUILD_NOTES.md is

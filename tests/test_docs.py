@@ -3,7 +3,7 @@
 * The Sphinx build of docs/ with ``-W``: autodoc of every public name, every cross-reference
   (``nitpicky``), the notebooks, and the public-API check of docs/_ext/public_api.py. Any warning
   fails it. The ``dummy`` builder reads and resolves everything the html builder does but writes
-  no pages (``make docs`` writes them).
+  no pages (the Makefile's ``docs`` target writes them).
 * Every ``>>>`` example in a jaxlab docstring runs as a doctest.
 * Every ``>>>`` example in a fenced ``python`` block of docs/**/*.md runs as a doctest; the blocks
   of one page run in order and share their names; blocks without a prompt are not run.
