@@ -13,7 +13,7 @@ PYTHON_LATEST ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/py
                    $$p -c 'import sys' >/dev/null 2>&1 && echo $$p && break; done)
 VENV_LATEST ?= .venv-latest
 
-.PHONY: demo test test-slow test-latest install clean-runs
+.PHONY: demo test test-slow test-latest install clean-runs docs
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ $(VENV_LATEST)/.jaxlab-installed: setup.cfg pyproject.toml
 test-latest: $(VENV_LATEST)/.jaxlab-installed
 	$(VENV_LATEST)/bin/python -m pip list 2>/dev/null | grep -iE "^(jax|jaxlib|flax|optax|numpy|orbax-checkpoint|ott-jax) "
 	$(VENV_LATEST)/bin/python -m pytest -q -n 2 $(PYTEST_ARGS)
+
+# The documentation site (docs/), warnings as errors: a dead cross-reference or a public name
+# without a docstring fails it. Open docs/_build/html/index.html.
+docs: $(STAMP)
+	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)

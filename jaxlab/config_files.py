@@ -5,7 +5,7 @@ convention). ``spec`` is ``"<path>.py[:arg]"`` or ``"<name>[:arg]"``; names are 
 ``$JAXLAB_CONFIG_DIR``, then in the ``configs/`` folder of a source checkout (next to the
 ``jaxlab`` package; an editable install), then in the copy a regular install puts under
 ``<prefix>/share/jaxlab/configs``. So a notebook or script finds the configs from any working
-directory. Bad specs are one-line ``InputError``s.
+directory. A bad spec raises :class:`~jaxlab.errors.InputError` (one line).
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ from jaxlab.errors import InputError
 
 
 def config_dirs() -> list[str]:
+  """The folders that config names are looked up in, in order, those that exist.
+
+  ``$JAXLAB_CONFIG_DIR``, the ``configs/`` folder next to the ``jaxlab`` package (a source
+  checkout), then ``<prefix>/share/jaxlab/configs`` (a regular install).
+  """
   here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   dirs = [os.environ.get("JAXLAB_CONFIG_DIR", ""), os.path.join(here, "configs"),
           os.path.join(sysconfig.get_path("data"), "share", "jaxlab", "configs"),
@@ -30,6 +35,7 @@ def config_dirs() -> list[str]:
 
 
 def available_configs() -> list[str]:
+  """The config names (file names without ``.py``) found in :func:`config_dirs`, sorted."""
   names = set()
   for d in config_dirs():
     names.update(f[:-3] for f in os.listdir(d) if f.endswith(".py") and not f.startswith("_"))
@@ -98,7 +104,14 @@ def load_config_module(name: str) -> Any:
 
 def load_config(spec: str) -> ml_collections.ConfigDict:
   """The ConfigDict of ``spec`` (``"digits_mlp:tiny"``, ``"configs/<name>.py"``, ...), with the
-  fine-tuning keys (``init_from.*``, ``optimizer.freeze``) added where it lacks them."""
+  fine-tuning keys (``init_from.*``, ``optimizer.freeze``) added where it lacks them.
+
+  Examples:
+    >>> from jaxlab.config_files import load_config
+    >>> config = load_config("digits_mlp:tiny")
+    >>> config.task, config.model.name
+    ('digits_classification', 'mlp')
+  """
   path, arg = resolve_config_path(spec)
   module = _module(path)
   if not callable(getattr(module, "get_config", None)):

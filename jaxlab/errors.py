@@ -55,6 +55,14 @@ def check_int(value: Any, name: str, minimum: int = 1, meaning: str = "") -> Non
   """InputError ``name=value; must be an int >= minimum (meaning)`` unless ``value`` is such an int.
 
   Sizes are static Python values even under ``jit``, so this runs at trace time, before any compile.
+
+  Examples:
+    >>> from jaxlab.errors import check_int
+    >>> check_int(4, "model.depth")
+    >>> check_int(0, "model.depth", meaning="transformer blocks")
+    Traceback (most recent call last):
+    ...
+    jaxlab.errors.InputError: model.depth=0; must be an int >= 1 (transformer blocks)
   """
   check(is_int(value) and value >= minimum,
         f"{name}={_show(value)}; must be an int >= {minimum}" + (f" ({meaning})" if meaning else ""))
@@ -68,4 +76,5 @@ def check_positive(value: Any, name: str, meaning: str = "") -> None:
 
 
 def check_bool(value: Any, name: str) -> None:
+  """InputError ``name=value; must be True or False`` unless ``value`` is a bool (or a NumPy bool)."""
   check(isinstance(value, (bool, np.bool_)), f"{name}={_show(value)}; must be True or False")

@@ -38,7 +38,8 @@ from jaxlab.train.state import TrainState
 from jaxlab.train.task import Task, make_task
 from jaxlab.train.trainer import build_state_init, make_evaluate
 
-# task name -> "module:function" giving (Task, Inference); a task without one loads without helpers
+#: Task name -> ``"module:function"`` that builds its ``(Task, Inference)``. :func:`load_run` binds
+#: the inference functions of a listed task to the run; a task not listed loads without them.
 INFERENCE = {
     "digits_classification": "jaxlab.tasks.classification:digits_classification_with_inference",
     "digits_two_tower": "jaxlab.tasks.two_tower:digits_two_tower_with_inference",
@@ -97,7 +98,7 @@ class Run:
 
   @property
   def data(self) -> dict[str, Any]:
-    """Fixed things of the task that are not params: test data, the environment, the vocabulary."""
+    """Fixed things of the task that are not params (test data, the environment, the vocabulary)."""
     return dict(self.inference.data) if self.inference else {}
 
   def _bind(self, fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -12,11 +12,26 @@ from typing import Any, Callable, Generic, TypeVar
 
 from jaxlab.errors import InputError, UnknownNameError
 
+#: What a registry maps names to: a constructor (any callable).
 T = TypeVar("T", bound=Callable[..., Any])
 
 
 class Registry(Generic[T]):
-  """Maps names to constructors; unknown names raise an error listing the valid ones."""
+  """Maps names to constructors; unknown names raise an error listing the valid ones.
+
+  Examples:
+    >>> from jaxlab.registry import Registry
+    >>> ACTIVATIONS = Registry("activation")
+    >>> @ACTIVATIONS.register("double")
+    ... def double(x):
+    ...   return 2 * x
+    >>> ACTIVATIONS.get("double")(3)
+    6
+    >>> ACTIVATIONS.get("triple")
+    Traceback (most recent call last):
+    ...
+    jaxlab.errors.UnknownNameError: unknown activation 'triple'; valid names: double
+  """
 
   def __init__(self, kind: str):
     self.kind = kind

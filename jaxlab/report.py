@@ -34,16 +34,20 @@ import numpy as np
 from jaxlab.errors import InputError
 from jaxlab.train.metrics_writer import read_metrics
 
-# Config keys that do not make two runs a different setting (bookkeeping, placement, the seed; the
-# swept values of runs.sweep are added per run).
+#: Config keys (``fnmatch`` patterns) that do not make two runs a different setting: bookkeeping,
+#: placement, the seed. The swept values of ``runs.sweep`` are added per run.
 NOT_A_SETTING = ("seed", "runs.*", "name", "log_every", "eval_every", "checkpoint_*", "prefetch",
                  "steps_per_call", "remat", "mesh", "sharding_rules", "fsdp_*", "init_from.*")
 # The default metrics: results (losses, accuracies, errors, returns), not the logged counters, rates
 # and diagnostics (grad_norm, opt/*, moe/*: shown when asked for with --metrics).
-# a word of the name (between "_" / "/" or at its ends): "eval_return", "l2re_rollout/ns_fno_nu1e-03"
+#: A metric is reported by default when a word of its name (between ``_`` / ``/`` or at its ends)
+#: names a result, as in ``eval_return`` or ``l2re_rollout/ns_fno_nu1e-03``.
 RESULT = re.compile(r"(^|[_/])(loss|accuracy|acc|error|mse|l2|l2re|nrmse|return|reward|score)([_/]|$)")
+#: Metrics (``fnmatch`` patterns) never reported by default: counters, rates and diagnostics.
 NOT_A_RESULT = ("step", "*_per_sec", "nonfinite_skipped", "grad_norm", "opt/*", "moe/*")
+#: Metric names where lower is better (losses, errors); the best value of any other is its maximum.
 LOWER_IS_BETTER = re.compile(r"loss|error|err$|mse|l2|nrmse|regret")
+#: Bootstrap resamples of the IQM's confidence interval (:func:`iqm_ci`).
 BOOTSTRAP_REPS = 2000
 
 

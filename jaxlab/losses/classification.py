@@ -8,6 +8,7 @@ import optax
 
 from jaxlab.registry import Registry
 
+#: Supervised losses by name (``config.loss``).
 LOSSES: Registry = Registry("loss")
 
 

@@ -11,6 +11,7 @@ from jaxlab.models.mlp import MLP, SmallCNN
 from jaxlab.errors import InputError
 from jaxlab.registry import Registry
 
+#: Models by name (``config.model.name``) for :func:`make_model`.
 MODELS: Registry = Registry("model")
 MODELS.register("mlp")(MLP)
 MODELS.register("small_cnn")(SmallCNN)

@@ -13,8 +13,8 @@ from jaxlab.moe._soft_moe import (init_router, init_soft_moe, num_slots, soft_mo
                                   soft_moe_einsum, soft_moe_stats)
 from jaxlab.moe.top1 import capacity, init_top1_moe, top1_moe
 
-# Sharding rule for expert parallelism: every expert parameter (and its optimizer moments) has
-# the expert axis first; use with jaxlab.train.sharding.tree_shardings.
+#: Sharding rule for expert parallelism: every expert parameter (and its optimizer moments) has
+#: the expert axis first; use with :func:`jaxlab.train.tree_shardings`.
 EXPERT_PARALLEL_RULES = ((r"experts/", ("expert",)),)
 
 __all__ = [

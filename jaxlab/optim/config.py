@@ -47,6 +47,7 @@ from jaxlab.registry import Registry
 LR_ARG = {"polyak_sgd": "max_learning_rate"}
 NO_SCHEDULE = {"polyak_sgd"}
 
+#: Gradient transforms by name (``config.optimizer.chain``), applied before the optimizer.
 GRADIENT_TRANSFORMS: Registry = Registry("gradient transform")
 GRADIENT_TRANSFORMS.register("clip_by_global_norm")(optax.clip_by_global_norm)
 GRADIENT_TRANSFORMS.register("clip")(optax.clip)

@@ -115,6 +115,8 @@ def momo(
     >>> loss, g = jax.value_and_grad(f)(x)
     >>> u, state = opt.update(g, state, x, value=loss)
     >>> x = optax.apply_updates(x, u)
+    >>> print(x)  # step min(1, loss / |g|^2) = 3 / 12 along -g = (2, 2, 2)
+    [0.5 0.5 0.5]
 
   References:
     Schaipp et al., `MoMo: Momentum Models for Adaptive Learning Rates
@@ -245,6 +247,8 @@ def momo_adam(
     >>> loss, g = jax.value_and_grad(f)(x)
     >>> u, state = opt.update(g, state, x, value=loss)
     >>> x = optax.apply_updates(x, u)
+    >>> print(jnp.allclose(x, 0.1))  # step capped at lr / (1 - b1) = 1: x = d / D = 0.2 / 2
+    True
 
   References:
     Schaipp et al., `MoMo: Momentum Models for Adaptive Learning Rates

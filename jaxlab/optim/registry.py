@@ -13,6 +13,8 @@ import optax
 from jaxlab.optim.momo import momo, momo_adam
 from jaxlab.registry import Registry
 
+#: Optimizers by name (``config.optimizer.name``): optax's, the official-code MoMo / MoMo-Adam
+#: (``momo``, ``momo_adam``) and optax.contrib's versions of them (``optax_momo``, ``optax_momo_adam``).
 OPTIMIZERS: Registry = Registry("optimizer")
 
 OPTIMIZERS.register("sgd")(optax.sgd)
@@ -39,4 +41,9 @@ def sgdm(learning_rate: Any, beta: float = 0.9, nesterov: bool = False) -> optax
 
 
 def make_optimizer(name: str, **kwargs: Any) -> optax.GradientTransformation:
+  """The optimizer ``name`` (a name in :data:`OPTIMIZERS`) called with ``kwargs``.
+
+  Raises:
+    UnknownNameError: ``name`` is not registered; the message lists the valid names.
+  """
   return OPTIMIZERS.get(name)(**kwargs)

@@ -11,6 +11,7 @@ import optax
 from jaxlab.errors import check
 from jaxlab.registry import Registry
 
+#: Learning-rate schedules by name (``config.optimizer.schedule``).
 SCHEDULES: Registry = Registry("schedule")
 
 

@@ -13,6 +13,7 @@ from jaxlab.errors import InputError
 from jaxlab.ot_clip import contrastive, ot_losses
 from jaxlab.registry import Registry
 
+#: OT-CLIP losses by name (``config.loss``), for :func:`get_loss`.
 LOSSES: Registry = Registry("OT-CLIP loss")
 
 

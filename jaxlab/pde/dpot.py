@@ -403,6 +403,7 @@ class DPOT(nn.Module):
 
 
 def count_params(params: Any) -> int:
+  """The number of scalars in the params pytree (arrays or ``jax.ShapeDtypeStruct`` leaves)."""
   return sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(params))
 
 
@@ -414,5 +415,5 @@ def init_params(model: DPOT, rng: Array) -> Params:
 
 
 def abstract_params(model: DPOT) -> Params:
-  """Parameter shapes and dtypes (``ShapeDtypeStruct``s) without allocating anything."""
+  """Parameter shapes and dtypes (``jax.ShapeDtypeStruct`` leaves) without allocating anything."""
   return jax.eval_shape(lambda: init_params(model, jax.random.key(0)))

@@ -49,11 +49,12 @@ def dpot_sharding_rules(axis: str = "model") -> tuple[tuple[str, tuple[str | Non
   )
 
 
+#: :func:`dpot_sharding_rules` over the mesh axis ``"model"``.
 DPOT_SHARDING_RULES = dpot_sharding_rules()
 
 
 def dpot_state_shardings(tree: Any, mesh: Mesh, axis: str = "model") -> Any:
-  """``NamedSharding``s for a DPOT params / TrainState tree (arrays or ``ShapeDtypeStruct``s)."""
+  """A ``NamedSharding`` per leaf of a DPOT params / TrainState tree (arrays or ``jax.ShapeDtypeStruct`` leaves)."""
   return tree_shardings(tree, mesh, dpot_sharding_rules(axis))
 
 

@@ -18,6 +18,8 @@ from jaxlab.pde.dpot import DPOT
 PRETRAIN_DATA = dict(img_size=128, patch_size=8, in_channels=4, out_channels=4, in_timesteps=10,
                      out_timesteps=1, modes=32)
 
+#: Preset name -> ``DPOT`` keyword arguments: the paper's ``Ti`` / ``S`` / ``M`` / ``L`` / ``H`` and
+#: small sizes for tests and CPU experiments (``tiny``, ``cpu_small``, ...); see :func:`make_dpot`.
 DPOT_SIZES: dict[str, dict[str, Any]] = {
     # tests: 16^2, 2 channels, 3 steps (20,189 params)
     "tiny": dict(img_size=16, patch_size=4, in_channels=2, out_channels=2, in_timesteps=3, out_timesteps=1,
@@ -34,7 +36,8 @@ DPOT_SIZES: dict[str, dict[str, Any]] = {
               scan_blocks=True),
 }
 
-# sum(p.numel()) of the official DPOTNet built with the preset and n_cls=12 (fixture README).
+#: Parameter counts of the official DPOTNet per paper size, ``sum(p.numel())`` with the 12-way class
+#: head (``n_cls=12``); ``DPOT`` built from the same preset has the same count.
 OFFICIAL_PARAM_COUNTS = {"Ti": 7_534_643, "S": 30_801_459, "M": 122_125_875, "L": 509_018_739,
                          "H": 1_031_082_099}
 

@@ -124,7 +124,7 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
 
   Returns the loss and metrics: ``td_loss`` (the TD part), ``aux_loss`` (the weighted auxiliary
   part, with auxiliary losses), mean Q, TD error and the network's routing statistics
-  (:func:`routing_metrics`).
+  (``routing_metrics``).
 
   ``batch.action`` must have an integer dtype and shape [B] (checked at trace time). A concrete
   action outside ``[0, num_actions)`` is refused; a traced one cannot be checked, and makes its

@@ -36,7 +36,7 @@ import numpy as np
 
 from jaxlab.errors import InputError, check
 
-# Short name -> gymnax id.
+#: MinAtar games, short name (``config.env``) -> gymnax id.
 ENV_IDS = {
     "asterix": "Asterix-MinAtar",
     "breakout": "Breakout-MinAtar",
@@ -83,7 +83,7 @@ class MinAtarEnv:
 
   @property
   def episode_length(self) -> int | None:
-    """The length every episode has where the game fixes it (Freeway: 2500), else None."""
+    """The length every episode has where the game fixes it (2500 in Freeway), else None."""
     return FREEWAY_TIME_LIMIT if self.name == "freeway" else None
 
   @property

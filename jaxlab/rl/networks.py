@@ -28,6 +28,7 @@ from jaxlab.moe import modules as moe_modules
 from jaxlab.rl import networks_encoders as encoders
 from jaxlab.rl import networks_tokens as tokens
 
+#: The value heads of :class:`QNetwork` (its ``head``): dense, Soft MoE, Top-1 MoE, or none.
 HEADS = ("dense", "softmoe", "top1", "none")
 _INIT = nn.initializers.xavier_uniform()
 
@@ -48,11 +49,13 @@ class QNetwork(nn.Module):
     capacity_factor: Soft MoE slots per expert ceil(m * cf / n); Top-1 tokens per expert.
     normalize: Soft MoE l2-normalised routing with a learned scale.
     single_exponential: Soft MoE kernel option (see ``jaxlab.moe.soft_moe``).
-    patch_size, embedding_size: the "per_patch" tokenizer.
-    importance_weight, load_balancing_weight: weights of the Top-1 head's auxiliary losses in the
-      TD loss (``jaxlab.rl.dqn.td_loss``'s ``aux_weights``, set by the ``dqn_minatar`` task). The
+    patch_size: the "per_patch" tokenizer's patch size.
+    embedding_size: the "per_patch" tokenizer's embedding size.
+    importance_weight: weight of the Top-1 head's importance loss in the TD loss
+      (:func:`~jaxlab.rl.td_loss`'s ``aux_weights``, set by the ``dqn_minatar`` task). The
       module only returns the losses in its stats; the weights live here so that a network
       config is one set of ``QNetwork`` keyword arguments.
+    load_balancing_weight: weight of the Top-1 head's load-balancing loss, likewise.
   """
 
   num_actions: int

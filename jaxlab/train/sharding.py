@@ -94,7 +94,7 @@ def fsdp_spec(shape: tuple[int, ...], axis: str, mesh: Mesh, min_size: int) -> P
 
 def tree_shardings(tree: Any, mesh: Mesh, rules: Rules = (), *, fsdp_axis: str | None = None,
                    fsdp_min_size: int = 1 << 18, run_axis: str | None = None) -> Any:
-  """A pytree of ``NamedSharding`` matching ``tree`` (arrays or ``ShapeDtypeStruct``s).
+  """A pytree of ``NamedSharding`` matching ``tree`` (arrays or ``jax.ShapeDtypeStruct`` leaves).
 
   Args:
     tree: the (abstract) train state or any pytree.

@@ -50,8 +50,8 @@ class Task:
     init_data: ``(params, rng) -> data_state`` for ``collect`` (environment states, buffer).
     evaluate: ``(state, rng) -> {name: scalar}``, a pure jit-able function of one run's state;
       the trainer jits it (vmapped over runs) on its own schedule, ``eval_every``.
-    init_extra / update_extra: extra train state the loss reads (e.g. DQN target params) and
-      its update after each step (``new_state -> extra``).
+    init_extra: extra train state the loss reads (e.g. DQN target params).
+    update_extra: its update after each step (``new_state -> extra``).
     throughput: ``{unit: count per step}``, e.g. ``{"frames": 32}``; the trainer logs
       ``<unit>_per_sec`` beside ``steps_per_sec``.
     description: one line for the summary table.
@@ -78,6 +78,7 @@ class Task:
       raise TypeError("Task.init_data is only used with collect")
 
 
+#: Tasks by name (``config.task``); the shipped ones are registered lazily (imported on first use).
 TASKS: Registry = Registry("task")
 TASKS.register_lazy("digits_classification", "jaxlab.tasks.classification:digits_classification")
 TASKS.register_lazy("digits_two_tower", "jaxlab.tasks.two_tower:digits_two_tower")
@@ -86,4 +87,5 @@ TASKS.register_lazy("pde_operator", "jaxlab.tasks.pde_operator:pde_operator")
 
 
 def make_task(config: ml_collections.ConfigDict) -> Task:
+  """The task ``config.task`` names (a name in :data:`TASKS`), built from ``config``."""
   return TASKS.get(config.task)(config)

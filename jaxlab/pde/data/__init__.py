@@ -1,9 +1,8 @@
 """Locally generated 2-D PDE data for DPOT-style multi-data-set pre-training (no downloads).
 
-Families (:mod:`~jaxlab.pde.data.families`): FNO's forced Navier-Stokes (three viscosities),
-Kolmogorov flow and PDEBench's diffusion-reaction, solved with exponax. Generation is batched
-and cached on disk (:mod:`~jaxlab.pde.data.store`); batches are pure functions of (seed, step)
-(:mod:`~jaxlab.pde.data.loader`)::
+Families (:data:`FAMILIES`): FNO's forced Navier-Stokes (three viscosities), Kolmogorov flow
+and PDEBench's diffusion-reaction, solved with exponax. Generation is batched and cached on disk
+(:func:`load_or_generate`); batches are pure functions of (seed, step) (:func:`mixture_batch`)::
 
   specs = default_mixture(num_trajectories=200)
   datasets = [load_dataset(s) for s in specs]           # generates once, then memory-maps

@@ -155,9 +155,9 @@ def _simulate_diffusion_reaction(params: Mapping[str, Any], num_points: int,
                                                 num_frames=params["num_frames"]))
 
 
-# FNO's three viscosities: (frames after w0, dt). FNO records t = 1..T (T = 50, 30, 20); dt keeps
-# the Courant number max|u| dt / dx <= ~0.6 on the generated data (ETDRK4 blew up at 2x these dt
-# for some trajectories; BUILD_NOTES.md, "PDE data: accuracy").
+#: FNO's three viscosities -> (frames after w0, dt). FNO records t = 1..T (T = 50, 30, 20); dt keeps
+#: the Courant number max|u| dt / dx <= ~0.6 on the generated data (ETDRK4 blew up at 2x these dt
+#: for some trajectories; BUILD_NOTES.md, "PDE data: accuracy").
 FNO_VISCOSITIES: dict[float, tuple[int, float]] = {1e-3: (50, 1 / 32), 1e-4: (30, 1 / 64),
                                                    1e-5: (20, 1 / 64)}
 
@@ -172,6 +172,8 @@ _COMMON_BOUNDS = dict(
 )
 _VISCOSITY = Bound("kinematic viscosity nu; 0 or less is not a viscous flow and blows up", low=0, open_low=True)
 
+#: The PDE families by name (``DatasetSpec.family``): FNO's Navier-Stokes (``ns_fno``), Kolmogorov
+#: flow and PDEBench's diffusion-reaction, with their default settings and allowed ranges.
 FAMILIES: dict[str, Family] = {
     "ns_fno": Family(
         name="ns_fno",
@@ -224,6 +226,7 @@ FAMILIES: dict[str, Family] = {
 
 
 def get_family(name: str) -> Family:
+  """The family ``name`` in :data:`FAMILIES`; any other name is an InputError listing the known ones."""
   if not isinstance(name, str) or name not in FAMILIES:
     raise InputError(f"unknown PDE family {name!r}; known: {sorted(FAMILIES)}")
   return FAMILIES[name]

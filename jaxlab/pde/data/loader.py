@@ -39,6 +39,7 @@ _PLAN_TAG = 0x5D07  # separates these streams from other uses of (seed, step)
 # set's n_i training samples and shuffles them, so one draw picks set i with probability
 # n_i w_i / sum_j n_j w_j: "size_times_weight". "weight": w_i / sum_j w_j, whatever the sizes.
 SIZE_TIMES_WEIGHT, WEIGHT = "size_times_weight", "weight"
+#: The ways :func:`mixture_probabilities` weighs the data sets of a mixture (its ``rule``).
 MIXTURE_RULES = (SIZE_TIMES_WEIGHT, WEIGHT)
 
 

@@ -45,7 +45,7 @@ class DatasetSpec:
 
   @property
   def num_frames(self) -> int:
-    """Stored frames per trajectory: the initial state plus ``params['num_frames']``."""
+    """Stored frames per trajectory (the initial state plus ``params['num_frames']``)."""
     return self.param_dict["num_frames"] + 1
 
   @property
@@ -117,10 +117,10 @@ def fno_navier_stokes(viscosity: float, num_trajectories: int, *, seed: int = 0,
                       solver_resolution=solver_resolution, name=f"ns_fno_nu{matches[0]:.0e}", **params)
 
 
-# DPOT's test horizon for FNO's three sets (thu-ml/DPOT @ dcd2f9a, utils/make_master_file.py: 't_test'
-# at lines 44, 30, 17): frames predicted auto-regressively after t_in = 10 frames of FNO's ``u``
-# (which starts at t = 1; w0 is FNO's ``a`` and not in DPOT's data), 20 / 20 / 10 for nu = 1e-3 /
-# 1e-4 / 1e-5. So DPOT tests t = 11..30, 11..30 and 11..20 of trajectories of T = 50 / 30 / 20.
+#: DPOT's test horizon for FNO's three sets (thu-ml/DPOT @ dcd2f9a, utils/make_master_file.py, ``t_test``
+#: at lines 44, 30, 17), viscosity -> frames predicted auto-regressively after t_in = 10 frames of
+#: FNO's ``u`` (which starts at t = 1; w0 is FNO's ``a`` and not in DPOT's data). So DPOT tests
+#: t = 11..30, 11..30 and 11..20 of trajectories of T = 50 / 30 / 20.
 DPOT_T_TEST: dict[float, int] = {1e-3: 20, 1e-4: 20, 1e-5: 10}
 
 

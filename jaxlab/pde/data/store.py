@@ -26,6 +26,7 @@ from jaxlab.errors import InputError
 from jaxlab.pde.data import generator
 from jaxlab.pde.data.spec import DatasetSpec
 
+#: The environment variable naming the data cache's folder (see :func:`cache_root`).
 ENV_VAR = "JAXLAB_DATA_DIR"
 DATA_FILE = "trajectories.npy"
 SETTINGS_FILE = "settings.json"
@@ -43,6 +44,7 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 def dataset_dir(spec: DatasetSpec, cache_dir: str | os.PathLike | None = None) -> Path:
+  """The folder that holds ``spec``'s generated data: one per family and settings, under :func:`cache_root`."""
   return cache_root(cache_dir) / "pde_data" / f"{spec.family}-{spec.cache_key()}"
 
 

@@ -1,0 +1,138 @@
+"""Sphinx configuration of jaxlab's documentation site (the Makefile's ``docs`` target; checked by
+tests/test_docs.py).
+
+The API reference comes from the docstrings (autodoc + napoleon, Google style); the notebooks in
+``colabs/`` are rendered from their stored outputs (myst-nb, never executed here); BUILD_NOTES.md is
+included as a page. Nothing is downloaded at build time, so there is no intersphinx: references to
+other projects' types are listed in ``nitpick_ignore_regex`` below. ``nitpicky`` with ``-W`` makes
+a dead cross-reference fail the build; ``_ext/public_api.py`` fails it on a public name without a
+docstring or missing from the API pages.
+"""
+
+import filecmp
+import os
+import pathlib
+import re
+import shutil
+import sys
+
+DOCS = pathlib.Path(__file__).resolve().parent
+REPO = DOCS.parent
+sys.path.insert(0, str(REPO))          # this checkout's jaxlab, not another installed one
+sys.path.insert(0, str(DOCS / "_ext"))
+# autodoc imports every module; keep JAX on the CPU and quiet about missing accelerators.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+project = "jaxlab"
+author = "jaxlab authors"
+copyright = "2024-2026, jaxlab authors"  # noqa: A001 - Sphinx's name
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+    "myst_nb",
+    "public_api",
+    "repo_files",
+]
+
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
+templates_path = []
+
+# ------------------------------------------------------------------ strictness
+nitpicky = True
+# Other projects' types, which resolve only through intersphinx (a download at build time, which
+# this build does not do): the standard library and jaxlab's dependencies, by package. A jaxlab
+# name never matches, so a dead reference to our own code still fails the build.
+_FOREIGN = ("collections", "os", "pathlib", "typing",
+            "jax", "jaxlib", "numpy", "optax", "flax", "ml_collections", "orbax", "chex", "haiku",
+            "ott", "gymnax", "flashbax", "exponax")
+nitpick_ignore_regex = [(r"py:.*", rf"({'|'.join(_FOREIGN)})\..*")]
+
+# ------------------------------------------------------------------ public API check (_ext/public_api.py)
+public_api_packages = ["jaxlab"]
+public_api_modules = [
+    "jaxlab", "jaxlab.load", "jaxlab.config_files", "jaxlab.errors", "jaxlab.registry", "jaxlab.report",
+    "jaxlab.train", "jaxlab.tasks", "jaxlab.models", "jaxlab.losses", "jaxlab.optim", "jaxlab.moe",
+    "jaxlab.ot_clip", "jaxlab.ot_clip.similarity", "jaxlab.pde", "jaxlab.pde.data", "jaxlab.rl",
+    "jaxlab.data", "jaxlab.data.digits", "jaxlab.data.batching",
+]
+
+# A Markdown link to a repository file that is not a page (benchmarks/, configs/, ...) renders as
+# the file's path in code font (_ext/repo_files.py); a link to a missing file fails the build.
+repo_files_root = str(REPO)
+
+# ------------------------------------------------------------------ autodoc / napoleon
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+autodoc_preserve_defaults = True     # `seed=0`, not the evaluated repr of a default object
+autodoc_inherit_docstrings = False   # a flax module's setup() etc. would show flax's own docs
+# Shown by name, not expanded into the union it stands for (a five-line Callable[[...]] otherwise).
+autodoc_type_aliases = {"optax.ScalarOrSchedule": "optax.ScalarOrSchedule"}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+napoleon_use_rtype = False           # "Returns:" text stays with its description
+napoleon_use_ivar = True
+
+# ------------------------------------------------------------------ MyST / notebooks
+myst_heading_anchors = 3
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+nb_execution_mode = "off"            # the notebooks' stored outputs are the record; never re-run here
+
+# ------------------------------------------------------------------ HTML
+html_theme = "sphinx_book_theme"
+html_title = "jaxlab"
+html_theme_options = {"show_toc_level": 2, "use_download_button": True}
+html_static_path = []
+
+
+def _copy_notebooks() -> None:
+  """colabs/*.ipynb -> docs/_generated/notebooks/ (gitignored): Sphinx reads sources only under docs/.
+
+  Unchanged files are not rewritten (their modification time drives incremental builds); a notebook
+  removed from colabs/ is removed here too.
+  """
+  target = DOCS / "_generated" / "notebooks"
+  target.mkdir(parents=True, exist_ok=True)
+  sources = {p.name: p for p in sorted((REPO / "colabs").glob("*.ipynb"))}
+  for name, source in sources.items():
+    if not (target / name).exists() or not filecmp.cmp(source, target / name, shallow=False):
+      shutil.copyfile(source, target / name)
+  for stale in target.glob("*.ipynb"):
+    if stale.name not in sources:
+      stale.unlink()
+
+
+_copy_notebooks()
+
+# index.md's toctree globs for pages that may not exist yet (they are written separately): one
+# that matches no page is dropped from the toctree rather than failing the build. A page that
+# exists but is in no toctree still fails it.
+OPTIONAL_GLOBS = ("getting_started*", "guides/*")
+
+
+def _drop_empty_globs(app, docname, source):
+  if docname != "index":
+    return
+  lines = source[0].split("\n")
+  keep = [line for line in lines
+          if line.strip() not in OPTIONAL_GLOBS or any(DOCS.glob(line.strip() + ".md"))]
+  source[0] = "\n".join(keep)
+
+
+def _readable_signature(app, what, name, obj, options, signature, return_annotation):
+  """Signatures that read as Python: without flax's bookkeeping fields, and parseable."""
+  if signature is None:
+    return None
+  # every flax module takes `parent` and `name` (flax's bookkeeping), shown with a sentinel repr
+  signature = re.sub(r",\s*parent: [^=]*= <flax\.linen\.module\._Sentinel object>, name: str \| None = None\)$",
+                     ")", signature)
+  # a dataclass field with a default_factory shows as `<factory>`, which is not Python: Sphinx would
+  # then render the whole signature as plain text (no links, raw `~typing.` prefixes)
+  signature = signature.replace("= <factory>", "= ...").replace("=<factory>", "=...")
+  return signature, return_annotation
+
+
+def setup(app):
+  app.connect("source-read", _drop_empty_globs)
+  app.connect("autodoc-process-signature", _readable_signature)
