@@ -14,8 +14,8 @@ Run::
   python -m jaxlab.main --config=configs/dpot_pde.py:mixture_tiny --workdir=/tmp/dpot_mt  # 1- + 2-channel sets
 
 FNO baseline on the same data and step: ``--config.model.name=fno`` with ``model.modes/width``
-(see ``get_config``); no denoising: ``--config.noise_scale=0``; fine-tuning (README, "Fine-tuning
-from the command line"): ``--config.init_from.workdir=runs/dpot_mix``, with regexes over param
+(see ``get_config``); no denoising: ``--config.noise_scale=0``; fine-tuning
+(docs/guides/checkpoints.md): ``--config.init_from.workdir=runs/dpot_mix``, with regexes over param
 paths in ``--config.init_from.reinit='("^out_layer/",)'`` (kept freshly initialised) and
 ``--config.optimizer.freeze='("^patch_embed/", "^blocks_0/")'`` (not updated); the data must
 have the pre-trained model's channel count: ``--config.data.num_channels=2`` pads a 1-channel set.

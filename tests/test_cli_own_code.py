@@ -29,8 +29,8 @@ def test_the_example_config_registers_its_task_and_optimizer_and_trains(tmp_path
   assert rows[-1]["step"] == 20 and "mae" in rows[-1] and "weight_error" in rows[-1]
 
 
-def test_the_readme_shows_the_example_file_as_shipped():
-  text = open(os.path.join(REPO, "README.md")).read()
+def test_the_tasks_guide_shows_the_example_file_as_shipped():
+  text = open(os.path.join(REPO, "docs", "guides", "tasks.md"), encoding="utf-8").read()
   assert f"```python\n{open(os.path.join(REPO, EXAMPLE)).read()}```" in text
 
 

@@ -1,12 +1,17 @@
-"""The README's Python examples run as written."""
+"""The README's Python examples run as written, its links lead somewhere, and the resume guide
+names every resume-safe key."""
 
 import os
 import re
 
 import pytest
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
-BLOCKS = re.findall(r"```python\n(.*?)```", open(README).read(), flags=re.S)
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(REPO, "README.md")
+TEXT = open(README, encoding="utf-8").read()
+BLOCKS = re.findall(r"```python\n(.*?)```", TEXT, flags=re.S)
+# Where resuming is documented for users (the list of keys a resumed run may change).
+RESUME_GUIDE = os.path.join(REPO, "docs", "guides", "checkpoints.md")
 
 
 def test_readme_has_examples():
@@ -19,8 +24,15 @@ def test_readme_example_runs(index):
   exec(compile(BLOCKS[index], f"README.md[python block {index}]", "exec"), namespace)
 
 
-def test_readme_lists_every_resume_safe_key():
+def test_readme_links_point_to_files():
+  links = [target for target in re.findall(r"\]\(([^)\s]+)\)", TEXT) if "://" not in target]
+  assert any(t.startswith("docs/guides/") for t in links), links  # it links into the guides
+  missing = [t for t in links if not os.path.exists(os.path.join(REPO, t.split("#")[0]))]
+  assert not missing, f"README links to missing files: {missing}"
+
+
+def test_resume_guide_lists_every_resume_safe_key():
   from jaxlab.train.checkpoint import RESUME_SAFE_KEYS
-  text = open(README).read()
+  text = open(RESUME_GUIDE, encoding="utf-8").read()
   missing = [k for k in RESUME_SAFE_KEYS if f"`{k}`" not in text]
-  assert not missing, f"README's resuming paragraph lacks {missing}"
+  assert not missing, f"{os.path.relpath(RESUME_GUIDE, REPO)}'s resuming section lacks {missing}"
