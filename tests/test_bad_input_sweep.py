@@ -239,7 +239,7 @@ CASES: list[Case] = [
     ("registry", "a different object under a taken name", _register_twice, "'a' is already registered"),
     ("registry", "malformed lazy target", lambda: TASKS.register_lazy("x", "no_colon"), "must be 'module:attribute'"),
     ("config file", "missing", lambda: load_config("configs/nope.py"), "config 'configs/nope.py' not found"),
-    ("config file", "unknown name", lambda: load_config("digits_mpl"), "one of: digits_clip"),
+    ("config file", "unknown name", lambda: load_config("digits_mpl"), "one of: clip_files, digits_clip"),
     ("config file", "not Python", lambda: load_config(os.path.join(os.path.dirname(__file__), "..", "README.md")), "is not a Python file"),
     ("config file", "no get_config", lambda: load_config(os.path.join(os.path.dirname(__file__), "..", "configs", "__init__.py")),
      "defines no get_config"),

@@ -47,7 +47,7 @@ import pytest  # noqa: E402
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--config=configs/nope.py"], "config 'configs/nope.py' not found (a file path, or one of: digits_clip"),
+    (["--config=configs/nope.py"], "config 'configs/nope.py' not found (a file path, or one of: clip_files, digits_clip"),
     (["--config=README.md"], "is not a Python file"),
     (["--config=configs/__init__.py"], "defines no get_config(arg) function"),
     (["--config=quickstart:huge"], "takes no argument or 'tiny', got 'huge'"),

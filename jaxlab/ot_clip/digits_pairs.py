@@ -71,16 +71,25 @@ def class_prompt_tokens(vocab: dict[str, int]) -> np.ndarray:
                    for c in range(NUM_CLASSES)])
 
 
-def long_tailed_indices(labels: np.ndarray, imbalance: float, rng: np.random.Generator
-                        ) -> tuple[np.ndarray, np.ndarray]:
+def long_tailed_indices(labels: np.ndarray, imbalance: float, rng: np.random.Generator,
+                        num_classes: int = NUM_CLASSES) -> tuple[np.ndarray, np.ndarray]:
   """Subset with class k keeping n_max * imbalance^(-k / (K - 1)) samples; returns (indices, prior).
 
   n_max is the smallest class count, so every class can supply its quota (Cui et al., CVPR 2019).
+  ``labels`` are class ids in [0, num_classes); every class needs at least one sample.
   """
   check_in_range("imbalance", imbalance, 1.0, float("inf"), high_open=True)
-  counts = np.bincount(labels, minlength=NUM_CLASSES)
+  check_integer("num_classes", num_classes, minimum=2)
+  labels = np.asarray(labels)
+  if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+    bad = labels[(labels < 0) | (labels >= num_classes)][0]
+    raise InputError(f"long_tailed_indices: label {bad} is outside [0, num_classes={num_classes})")
+  counts = np.bincount(labels, minlength=num_classes)
+  if counts.min() == 0:
+    raise InputError(f"long_tailed_indices: class {int(np.flatnonzero(counts == 0)[0])} has no sample among the "
+                     f"{len(labels)} labels; every class needs at least one")
   n_max = counts.min()
-  quota = np.maximum(1, np.floor(n_max * imbalance ** (-np.arange(NUM_CLASSES) / (NUM_CLASSES - 1)))).astype(int)
+  quota = np.maximum(1, np.floor(n_max * imbalance ** (-np.arange(num_classes) / (num_classes - 1)))).astype(int)
   idx = np.concatenate([rng.choice(np.flatnonzero(labels == k), quota[k], replace=False)
-                        for k in range(NUM_CLASSES)])
+                        for k in range(num_classes)])
   return np.sort(idx), quota / quota.sum()

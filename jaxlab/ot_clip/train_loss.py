@@ -21,11 +21,13 @@ from jaxlab.ot_clip.two_tower import LOG_MAX_SCALE, TwoTower
 LossFn = Callable[[Any, dict[str, jax.Array], jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]
 
 
-def make_two_tower_loss(model: nn.Module, loss_name: str, **loss_kwargs: Any) -> LossFn:
+def make_two_tower_loss(model: nn.Module, loss_name: str, *, text_key: str = "tokens",
+                        **loss_kwargs: Any) -> LossFn:
   """Builds ``loss_fn(params, batch, rng, extra) -> (loss, metrics)``.
 
-  ``batch`` holds ``"image"`` [B, ...] and ``"tokens"`` [B, L] int32, row i of one paired with
-  row i of the other. Metrics: the logit scale and the in-batch image->text retrieval accuracy.
+  ``batch`` holds ``"image"`` [B, ...] and, under ``text_key``, the texts: ``"tokens"`` [B, L]
+  int32 by default (or e.g. ``"text"``, precomputed text embeddings [B, D] for a ``TwoTower``
+  with ``text_embedding_dim=D``), row i of one paired with row i of the other. Metrics: the logit scale and the in-batch image->text retrieval accuracy.
   An unknown loss name or a bad hyper-parameter fails here (``get_loss`` checks eagerly). For a
   ``TwoTower``, whose logit scale is clamped at 100, losses that take ``max_logit_scale`` get it
   (unless given): the unbalanced loss then keeps its faster absorbed updates (``ot_losses``).
@@ -37,10 +39,10 @@ def make_two_tower_loss(model: nn.Module, loss_name: str, **loss_kwargs: Any) ->
   def loss_fn(params: Any, batch: dict[str, jax.Array], rng: jax.Array, extra: Any
               ) -> tuple[jax.Array, dict[str, jax.Array]]:
     del rng, extra
-    missing = [key for key in ("image", "tokens") if key not in batch]
+    missing = [key for key in ("image", text_key) if key not in batch]
     if missing:
-      raise InputError(f"the two-tower batch needs keys 'image' and 'tokens', missing {missing} (got {sorted(batch)})")
-    out = model.apply({"params": params}, batch["image"], batch["tokens"])
+      raise InputError(f"the two-tower batch needs keys 'image' and {text_key!r}, missing {missing} (got {sorted(batch)})")
+    out = model.apply({"params": params}, batch["image"], batch[text_key])
     value = loss(out["image_emb"], out["text_emb"], out["logit_scale"], out["logit_bias"])
     hits = jnp.argmax(out["image_emb"] @ out["text_emb"].T, axis=1) == jnp.arange(out["image_emb"].shape[0])
     return value, {"logit_scale": out["logit_scale"], "i2t_accuracy": jnp.mean(hits)}

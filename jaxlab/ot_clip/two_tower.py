@@ -1,4 +1,9 @@
-"""A small two-tower (CLIP-style) model: image MLP, bag-of-tokens text encoder, learned logit scale."""
+"""A small two-tower (CLIP-style) model: image MLP or conv net, text encoder, learned logit scale.
+
+The text tower reads token ids (bag of tokens) or, for precomputed paired embeddings, a float
+text embedding (an MLP); the image tower reads flattened pixels or embeddings (an MLP) or images
+[B, H, W, C] (a small conv net).
+"""
 
 from __future__ import annotations
 
@@ -40,6 +45,35 @@ class ImageEncoder(nn.Module):
     return nn.Dense(self.embed_dim)(h)
 
 
+class ConvImageEncoder(nn.Module):
+  """Images [B, H, W, C] -> strided 3x3 convolutions (GELU) -> global mean pool -> MLP -> embedding.
+
+  Each entry of ``channels`` is one convolution of stride 2, so the resolution halves per layer.
+  """
+  channels: tuple[int, ...] = (32, 64)
+  hidden: int = 128
+  embed_dim: int = 32
+
+  def __post_init__(self) -> None:
+    _check_widths(self, ("hidden", "embed_dim"))
+    if not isinstance(self.channels, (tuple, list)) or not self.channels:
+      raise InputError(f"ConvImageEncoder.channels={self.channels!r}; must be a non-empty tuple of ints >= 1")
+    for c in self.channels:
+      check_integer("ConvImageEncoder.channels[i]", c, minimum=1)
+    super().__post_init__()
+
+  @nn.compact
+  def __call__(self, images: jax.Array) -> jax.Array:
+    if images.ndim != 4:
+      raise InputError(f"ConvImageEncoder needs images [batch, height, width, channels], got shape {tuple(images.shape)}")
+    h = images
+    for width in self.channels:
+      h = nn.gelu(nn.Conv(int(width), (3, 3), strides=(2, 2))(h))
+    h = jnp.mean(h, axis=(1, 2))
+    h = nn.gelu(nn.Dense(self.hidden)(h))
+    return nn.Dense(self.embed_dim)(h)
+
+
 class TextEncoder(nn.Module):
   """Token ids [B, L] (0 = padding) -> embedding table -> masked mean pool -> MLP."""
   vocab_size: int
@@ -67,19 +101,32 @@ class TwoTower(nn.Module):
   clamps the parameter after each optimiser step instead; both give the same forward values,
   and here the gradient is zero while the clamp is active.
 
-  Construction checks the sizes (integers >= 1; vocab_size >= 2 since id 0 is padding) and that
-  the initial log scale and bias are finite. A call checks that images [B, ...] and tokens [B, L]
-  (integer ids) have the same batch size, and, when the tokens are concrete, that every id is in
-  [0, vocab_size) (inside jit an out-of-range id cannot be seen: flax's Embed then gives NaN).
+  Towers: the image tower is an MLP over flattened inputs (``conv_channels=()``) or a
+  :class:`ConvImageEncoder` over images [B, H, W, C]; the text tower reads token ids
+  (``text_embedding_dim=0``; ``vocab_size`` >= 2, id 0 is padding) or precomputed float text
+  embeddings [B, text_embedding_dim] (an MLP; ``vocab_size`` is then 0, unused).
+
+  Construction checks the sizes (integers >= 1) and that the initial log scale and bias are
+  finite. A call checks that images [B, ...] and texts [B, L] have the same batch size, and,
+  for token ids, that they are integers and (when concrete) every id is in [0, vocab_size)
+  (inside jit an out-of-range id cannot be seen: flax's Embed then gives NaN).
   """
-  vocab_size: int
+  vocab_size: int = 0
   hidden: int = 128
   embed_dim: int = 32
   init_log_logit_scale: float = LOG_INIT_SCALE_CLIP
   init_logit_bias: float = 0.0
+  conv_channels: tuple[int, ...] = ()
+  text_embedding_dim: int = 0
 
   def __post_init__(self) -> None:
-    check_integer("TwoTower.vocab_size", self.vocab_size, minimum=2)
+    check_integer("TwoTower.text_embedding_dim", self.text_embedding_dim, minimum=0)
+    if self.text_embedding_dim:
+      if self.vocab_size != 0:
+        raise InputError(f"TwoTower.vocab_size={self.vocab_size!r} with text_embedding_dim="
+                         f"{self.text_embedding_dim}: text embeddings take no vocabulary; allowed: vocab_size=0")
+    else:
+      check_integer("TwoTower.vocab_size", self.vocab_size, minimum=2)
     check_integer("TwoTower.hidden", self.hidden, minimum=1)
     check_integer("TwoTower.embed_dim", self.embed_dim, minimum=1)
     check_finite("TwoTower.init_log_logit_scale", self.init_log_logit_scale)
@@ -87,8 +134,14 @@ class TwoTower(nn.Module):
     super().__post_init__()
 
   def setup(self):
-    self.image_encoder = ImageEncoder(self.hidden, self.embed_dim)
-    self.text_encoder = TextEncoder(self.vocab_size, self.hidden, self.embed_dim)
+    if self.conv_channels:
+      self.image_encoder = ConvImageEncoder(tuple(self.conv_channels), self.hidden, self.embed_dim)
+    else:
+      self.image_encoder = ImageEncoder(self.hidden, self.embed_dim)
+    if self.text_embedding_dim:
+      self.text_encoder = ImageEncoder(self.hidden, self.embed_dim)  # the same MLP, over a text embedding
+    else:
+      self.text_encoder = TextEncoder(self.vocab_size, self.hidden, self.embed_dim)
     self.log_logit_scale = self.param(
         "log_logit_scale", lambda _: jnp.asarray(self.init_log_logit_scale, jnp.float32))
     self.logit_bias = self.param("logit_bias", lambda _: jnp.asarray(self.init_logit_bias, jnp.float32))
@@ -96,9 +149,22 @@ class TwoTower(nn.Module):
   def encode_image(self, images: jax.Array) -> jax.Array:
     return l2_normalize(self.image_encoder(images))
 
-  def encode_text(self, tokens: jax.Array) -> jax.Array:
-    self._check_tokens(tokens)
-    return l2_normalize(self.text_encoder(tokens))
+  def encode_text(self, texts: jax.Array) -> jax.Array:
+    """Token ids [B, L], or text embeddings [B, text_embedding_dim] -> unit embeddings [B, embed_dim]."""
+    if self.text_embedding_dim:
+      self._check_text_embeddings(texts)
+    else:
+      self._check_tokens(texts)
+    return l2_normalize(self.text_encoder(texts))
+
+  def _check_text_embeddings(self, texts: jax.Array) -> None:
+    shape = tuple(np.shape(texts))
+    if len(shape) != 2 or shape[0] < 1 or shape[1] != self.text_embedding_dim:
+      raise InputError(f"text embeddings must be [batch, {self.text_embedding_dim}] (text_embedding_dim), "
+                       f"got shape {shape}")
+    dtype = jnp.result_type(texts)
+    if not jnp.issubdtype(dtype, jnp.floating):
+      raise InputError(f"text embeddings must have a floating dtype, got {dtype}")
 
   def _check_tokens(self, tokens: jax.Array) -> None:
     shape = tuple(np.shape(tokens))
@@ -116,9 +182,9 @@ class TwoTower(nn.Module):
   def logit_scale(self) -> jax.Array:
     return jnp.exp(jnp.minimum(self.log_logit_scale, LOG_MAX_SCALE))
 
-  def __call__(self, images: jax.Array, tokens: jax.Array) -> dict[str, jax.Array]:
-    ishape, tshape = tuple(np.shape(images)), tuple(np.shape(tokens))
+  def __call__(self, images: jax.Array, texts: jax.Array) -> dict[str, jax.Array]:
+    ishape, tshape = tuple(np.shape(images)), tuple(np.shape(texts))
     if len(ishape) < 2 or len(tshape) != 2 or ishape[0] != tshape[0]:
       raise InputError(f"images {ishape} and tokens {tshape} must be [B, ...] and [B, L] with the same batch size B")
-    return {"image_emb": self.encode_image(images), "text_emb": self.encode_text(tokens),
+    return {"image_emb": self.encode_image(images), "text_emb": self.encode_text(texts),
             "logit_scale": self.logit_scale(), "logit_bias": self.logit_bias}

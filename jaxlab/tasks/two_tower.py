@@ -14,9 +14,8 @@ import numpy as np
 
 from jaxlab.data.batching import batch_indices
 from jaxlab.data.digits import load_digits_split
-from jaxlab.errors import InputError
-from jaxlab.ot_clip import digits_pairs, ot_zero_shot, zero_shot_predict
-from jaxlab.ot_clip.similarity import l2_normalize
+from jaxlab.ot_clip import digits_pairs
+from jaxlab.ot_clip.evaluation import class_embedding, classify
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
 from jaxlab.tasks.inference import Inference
@@ -61,14 +60,7 @@ def digits_two_tower_with_inference(config: ml_collections.ConfigDict) -> tuple[
 
   def class_embeddings(params):
     text = embed_texts(params, prompts.reshape(-1, prompts.shape[-1]))
-    return l2_normalize(text.reshape(prompts.shape[0], prompts.shape[1], -1).mean(1))  # prompt ensemble
-
-  def classify(image, classes, method, epsilon):
-    if method == "argmax":
-      return zero_shot_predict(image, classes)
-    if method == "ot":
-      return ot_zero_shot(image, classes, epsilon=epsilon)
-    raise InputError(f"zero_shot method={method!r}; allowed: 'argmax' (CLIP), 'ot' (OT-CLIP's transductive inference)")
+    return class_embedding(text.reshape(prompts.shape[0], prompts.shape[1], -1))  # prompt ensemble
 
   def zero_shot(params, images, method="argmax", epsilon=None):
     epsilon = config.eval_epsilon if epsilon is None else epsilon

@@ -58,6 +58,9 @@ class Task:
     resume_safe: config keys (fnmatch patterns) of evaluation-only settings that a resumed run
       may change, beside the trainer's ``jaxlab.train.checkpoint.RESUME_SAFE_KEYS``; any other
       changed key refuses the resume.
+    workdir_files: ``{file name: text}`` the trainer writes into the workdir before training,
+      for what the task derived from its data and a user needs beside the checkpoints (e.g.
+      the tokenizer it trained on the captions); see ``jaxlab.train.workdir_files``.
   """
   init_params: Callable[[jax.Array], Any]
   loss_fn: LossFn
@@ -70,6 +73,7 @@ class Task:
   throughput: dict[str, float] = dataclasses.field(default_factory=dict)
   description: str = ""
   resume_safe: tuple[str, ...] = ()
+  workdir_files: dict[str, str] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     if (self.host_batch is None) == (self.collect is None):
@@ -82,6 +86,7 @@ class Task:
 TASKS: Registry = Registry("task")
 TASKS.register_lazy("digits_classification", "jaxlab.tasks.classification:digits_classification")
 TASKS.register_lazy("digits_two_tower", "jaxlab.tasks.two_tower:digits_two_tower")
+TASKS.register_lazy("clip_files", "jaxlab.tasks.clip_files:clip_files")
 TASKS.register_lazy("dqn_minatar", "jaxlab.tasks.dqn_minatar:dqn_minatar")
 TASKS.register_lazy("pde_operator", "jaxlab.tasks.pde_operator:pde_operator")
 

@@ -36,6 +36,7 @@ from jaxlab.train.state import TrainState, make_init_fn
 from jaxlab.train.step import TrainStep, make_train_step
 from jaxlab.train.task import Task, make_task
 from jaxlab.train.validate import validate_trainer_config
+from jaxlab.train.workdir_files import write_workdir_files
 
 _EVAL_STREAM = 0x65766C  # folded into a run's key: evaluation draws never reuse a step's
 
@@ -197,6 +198,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
                       config=config.to_dict(), resume_safe=RESUME_SAFE_KEYS + tuple(task.resume_safe))
   fine_tuned = None  # a fine-tuning run's FineTuneStart: what was loaded from where
   try:
+    write_workdir_files(workdir, task.workdir_files, resuming=ckpt.latest_step() is not None)
     if ckpt.latest_step() is not None:
       state, _ = ckpt.restore(abstract_like(abstract_state, state_sharding))
     else:

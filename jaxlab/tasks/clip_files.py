@@ -1,0 +1,119 @@
+"""OT-CLIP two-tower training on the user's own image-caption files or paired embeddings.
+
+The data (``jaxlab.ot_clip.data.pairs``): a folder of images with a CSV/JSONL captions file, or
+precomputed paired embeddings; batches through grain, each process reading its own shard, the
+batch of step ``s`` a pure function of (seed, ``s``) (``jaxlab.ot_clip.data.batches``). The model:
+``TwoTower`` with a small conv net over the resized images (an MLP over embeddings) and a
+bag-of-tokens text tower over the tokenizer's ids (an MLP over text embeddings). The loss: any
+of the OT-CLIP family (``config.loss.name``). Evaluation on the held-out split
+(``jaxlab.ot_clip.evaluation``): retrieval recall@1 always; with labels, zero-shot (CLIP argmax
+and OT inference), selective classification and a long-tailed subset with its known prior
+(Shi, Fan & Yan, ICML 2024, Sec. 5).
+"""
+
+from __future__ import annotations
+
+import jax
+import ml_collections
+import numpy as np
+
+from jaxlab.errors import InputError
+from jaxlab.ot_clip.checks import check_in_range
+from jaxlab.ot_clip.data.batches import ShardedBatches
+from jaxlab.ot_clip.data.pairs import load_pairs
+from jaxlab.ot_clip.digits_pairs import long_tailed_indices
+from jaxlab.ot_clip.evaluation import class_embedding, classify, retrieval_metrics, zero_shot_metrics
+from jaxlab.ot_clip.train_loss import make_two_tower_loss
+from jaxlab.ot_clip.two_tower import TwoTower
+from jaxlab.tasks.inference import Inference
+from jaxlab.train.task import TASKS, Task
+
+
+@TASKS.register("clip_files")
+def clip_files(config: ml_collections.ConfigDict) -> Task:
+  """The two-tower task on ``config.data``'s files (``configs/clip_files.py``); see the module docstring."""
+  return clip_files_with_inference(config)[0]
+
+
+def _check_eval(ev: ml_collections.ConfigDict) -> None:
+  """The evaluation settings, before any compute (evaluation runs only after the first steps)."""
+  check_in_range("eval.epsilon", ev.epsilon, 0.0, 1.0, low_open=True)
+  check_in_range("eval.coverage", ev.coverage, 0.0, 1.0, low_open=True)
+  imbalance = ev.imbalance
+  if isinstance(imbalance, bool) or not isinstance(imbalance, (int, float)) or not (
+      imbalance == 0 or 1 <= imbalance < float("inf")):
+    raise InputError(f"eval.imbalance={imbalance!r}; allowed: 0 (no long-tailed evaluation) or a number >= 1 "
+                     "(largest / smallest class of the long-tailed test subset)")
+
+
+def _long_tailed(labels: np.ndarray, classes: tuple[str, ...], imbalance: float, seed: int
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+  """The long-tailed test subset and its prior (None when ``eval.imbalance`` is 0: no such evaluation)."""
+  if imbalance == 0:
+    return None
+  counts = np.bincount(labels, minlength=len(classes))
+  if counts.min() == 0:
+    raise InputError(f"class {classes[int(np.flatnonzero(counts == 0)[0])]!r} has no held-out row, so the long-tailed "
+                     "evaluation cannot include it; allowed: every class in the test split, or eval.imbalance=0 "
+                     "(no long-tailed evaluation)")
+  return long_tailed_indices(labels, imbalance, np.random.default_rng(seed), num_classes=len(classes))
+
+
+def clip_files_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, Inference]:
+  """The task and its :class:`~jaxlab.tasks.inference.Inference` (one model, one held-out split).
+
+  Inference functions, each ``fn(params, ...)``: ``embed_images(params, images)`` and
+  ``embed_texts(params, texts)`` (token ids from ``data["tokenizer"]`` via
+  ``jaxlab.ot_clip.data.tokenizer.encode``, or text embeddings; L2-normalised), and with labels
+  ``class_embeddings(params)`` ([classes, embed_dim]) and ``zero_shot(params, images,
+  method="argmax" | "ot")`` (class ids into ``data["classes"]``). ``data``: ``classes``,
+  ``tokenizer`` (None for embeddings), ``test`` (the held-out split: image, tokens or text,
+  label).
+  """
+  _check_eval(config.eval)
+  pairs = load_pairs(config.data, tuple(config.eval.templates))
+  conv = tuple(config.model.conv_channels) if pairs.kind == "images" else ()  # embeddings: an MLP tower
+  model = TwoTower(hidden=config.model.hidden, embed_dim=config.model.embed_dim, conv_channels=conv,
+                   **pairs.model_kwargs)
+  loss_kwargs = dict(config.loss)
+  loss_fn = make_two_tower_loss(model, loss_kwargs.pop("name"), text_key=pairs.text_key, **loss_kwargs)
+  host_batch = ShardedBatches(pairs.train, config.batch_size, jax.process_count())
+  test, epsilon, coverage = pairs.test, config.eval.epsilon, config.eval.coverage
+  labelled = bool(pairs.classes)
+  long_tailed = (_long_tailed(test["label"], pairs.classes, config.eval.imbalance, config.data.split_seed)
+                 if labelled else None)
+
+  def init_params(rng):
+    return model.init(rng, test["image"][:1], test[pairs.text_key][:1])["params"]
+
+  def embed_images(params, images):
+    return model.apply({"params": params}, images, method=TwoTower.encode_image)
+
+  def embed_texts(params, texts):
+    return model.apply({"params": params}, texts, method=TwoTower.encode_text)
+
+  def class_embeddings(params):
+    prompts = pairs.class_texts
+    text = embed_texts(params, prompts.reshape((-1,) + prompts.shape[2:]))
+    return class_embedding(text.reshape(prompts.shape[0], prompts.shape[1], -1))
+
+  def zero_shot(params, images, method="argmax"):
+    return classify(embed_images(params, images), class_embeddings(params), method, epsilon)
+
+  def evaluate(state, rng):
+    del rng
+    image = embed_images(state.params, test["image"])
+    metrics = retrieval_metrics(image, embed_texts(state.params, test[pairs.text_key]))
+    if labelled:
+      metrics.update(zero_shot_metrics(image, class_embeddings(state.params), test["label"], epsilon,
+                                       coverage=coverage, long_tailed=long_tailed))
+    return metrics
+
+  task = Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
+              throughput={"pairs": config.batch_size}, description=f"{pairs.description}, {config.loss.name} loss",
+              resume_safe=("eval.*",), workdir_files=pairs.files)
+  fns = {"embed_images": jax.jit(embed_images), "embed_texts": jax.jit(embed_texts)}
+  if labelled:
+    fns.update(class_embeddings=jax.jit(class_embeddings), zero_shot=jax.jit(zero_shot, static_argnames=("method",)))
+  return task, Inference(model=model, fns=fns, data={"classes": pairs.classes, "tokenizer": pairs.tokenizer,
+                                                     "test": test})

@@ -1,0 +1,186 @@
+"""Bad pairs data: each case is ONE line naming the file (or key), the bad value and what is allowed."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from configs.clip_files import get_config
+from jaxlab.ot_clip.data.batches import ShardedBatches
+from jaxlab.ot_clip.data.pairs import load_pairs
+from jaxlab.ot_clip.data.split import split_rows
+from jaxlab.ot_clip.two_tower import ConvImageEncoder, TwoTower
+from jaxlab.tasks.clip_files import clip_files_with_inference
+from tests.bad_input import assert_one_clear_line
+from tests.ot_clip.data.conftest import data_config, embedding_arrays, write_image_folder
+from tests.ot_clip.data.test_batches import records
+
+
+def _pairs(folder, **data):
+  return lambda: load_pairs(data_config(dir=str(folder), **data), ("{}",))
+
+
+def _task(folder, eval_overrides=None, **data):
+  config = get_config("tiny")
+  config.data.update(dir=str(folder), **data)
+  config.eval.update(eval_overrides or {})
+  return lambda: clip_files_with_inference(config)
+
+
+def _rewrite(path, old, new):
+  with open(path) as f:
+    text = f.read()
+  with open(path, "w") as f:
+    f.write(text.replace(old, new))
+
+
+def _folder(tmp_path, edit=None, fmt="csv", split=False):
+  folder = tmp_path / "pairs"
+  path = write_image_folder(folder, num_images=20, fmt=fmt, split=split)
+  if edit:
+    edit(folder, path)
+  return folder
+
+
+def _npz(tmp_path, **changes):
+  arrays = {**embedding_arrays(n=20), **changes}
+  np.savez(tmp_path / "emb.npz", **{k: v for k, v in arrays.items() if v is not None})
+  return _pairs(tmp_path, embeddings="emb.npz")
+
+
+def _npy_folder(tmp_path, **changes):
+  folder = tmp_path / "emb"
+  folder.mkdir()
+  for name, a in {**embedding_arrays(n=20), **changes}.items():
+    np.save(folder / f"{name}.npy", a)
+  return _pairs(tmp_path, embeddings="emb")
+
+
+def _parquet(tmp_path, **extra):
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  arrays = embedding_arrays(n=6)
+  columns = {"image": pa.array(list(arrays["image"])), "text": pa.array(list(arrays["text"])), **extra}
+  pq.write_table(pa.table(columns), tmp_path / "emb.parquet")
+  return _pairs(tmp_path, embeddings="emb.parquet")
+
+
+def _corrupt(name):
+  def edit(folder, path):
+    with open(folder / name, "wb") as f:
+      f.write(b"\x89PNG\r\n\x1a\n not really a png")
+  return edit
+
+
+def _remove(*names):
+  def edit(folder, path):
+    for name in names:
+      os.remove(folder / name)
+  return edit
+
+
+CASES = [
+    ("no data.dir", lambda tmp: lambda: load_pairs(data_config(dir=""), ("{}",)), "data.dir is empty; set --config.data.dir="),
+    ("missing captions file", lambda tmp: _pairs(_folder(tmp), captions="nope.csv"),
+     "data.captions: captions file"),
+    ("captions extension", lambda tmp: _pairs(_folder(tmp, lambda f, p: open(f / "c.txt", "w").close()), captions="c.txt"),
+     "has extension '.txt'; allowed: .csv, .jsonl"),
+    ("unknown column", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "image,caption,label", "image,caption,lable"))),
+     "unknown column 'lable'; allowed columns: image, caption, label, split"),
+    ("no caption column", lambda tmp: _pairs(_folder(tmp, lambda f, p: open(p, "w").write("image\nimg_00.png\n"))),
+     "no 'caption' column (columns: image); required: image, caption"),
+    ("missing images", lambda tmp: _pairs(_folder(tmp, _remove("img_03.png", "img_05.png", "img_06.png", "img_09.png"))),
+     "4 of 20 rows name images that do not exist, first: 'img_03.png' (row 3, line 5), 'img_05.png' (row 5, line 7), "
+     "'img_06.png' (row 6, line 8);"),
+    ("empty caption", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "a red bar on black", ""))),
+     "row 4 (line 6): caption=''; allowed: a non-empty string"),
+    ("extra csv field", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "green bar on black,green", "green bar,on black,green"))),
+     "line 7: 4 fields for 3 columns (image, caption, label)"),
+    ("bad json line", lambda tmp: _pairs(_folder(tmp, lambda f, p: open(p, "a").write("{nope\n"), fmt="jsonl"),
+                                         captions="captions.jsonl"),
+     "captions.jsonl line 21: not valid JSON"),
+    ("bad split value", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "red,test", "red,val"), split=True),
+                                           split="column"),
+     "row 0 (line 2): split='val'; allowed: train, test"),
+    ("split column unused", lambda tmp: _pairs(_folder(tmp, split=True)),
+     "has a split column but data.split='fraction'; set data.split='column'"),
+    ("no split column", lambda tmp: _pairs(_folder(tmp), split="column"), "data.split='column' but"),
+    ("split mode", lambda tmp: _pairs(_folder(tmp), split="random"), "data.split='random'; allowed: 'fraction', 'column'"),
+    ("test fraction", lambda tmp: _pairs(_folder(tmp), test_fraction=1.5), "data.test_fraction=1.5; allowed: a number in (0, 1)"),
+    ("undecodable test image", lambda tmp: _pairs(_folder(tmp, _corrupt("img_00.png")), test_fraction=0.5),
+     "captions.csv row 0 (line 2): image"),
+    ("tokenizer missing", lambda tmp: _pairs(_folder(tmp), tokenizer="tok.json"), "data.tokenizer: tokenizer file"),
+    ("tokenizer corrupt", lambda tmp: _pairs(_folder(tmp, lambda f, p: open(f / "tok.json", "w").write("{")), tokenizer="tok.json"),
+     "is not a tokenizer.json the tokenizers library can read"),
+    ("unknown class word", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "yellow\n", "gold\n"))),
+     "class 'gold' has no token the tokenizer knows"),
+    ("one class", lambda tmp: _pairs(_folder(tmp, lambda f, p: [_rewrite(p, f",{c}\n", ",red\n") for c in ("green", "blue", "yellow")])),
+     "the label column has 1 class ('red'); zero-shot evaluation needs at least 2"),
+    ("templates", lambda tmp: lambda: load_pairs(data_config(dir=str(_folder(tmp))), ("a photo",)),
+     "eval.templates=('a photo',); allowed: a non-empty tuple of strings with one '{}' each"),
+    ("missing embeddings", lambda tmp: _pairs(tmp, embeddings="emb.npz"), "data.embeddings: "),
+    ("embeddings extension", lambda tmp: (open(tmp / "emb.csv", "w").close(), _pairs(tmp, embeddings="emb.csv"))[1],
+     "has extension '.csv'; allowed: a folder of image.npy + text.npy, .npz, .parquet"),
+    ("npz row counts", lambda tmp: _npz(tmp, text=embedding_arrays(n=19)["text"]),
+     "row counts differ (image has 20, text has 19, label has 20); allowed: the same number of rows in every one of"),
+    ("npy row counts", lambda tmp: _npy_folder(tmp, label=np.arange(21) % 4),
+     "row counts differ (image has 20, label has 21, text has 20)"),
+    ("npz unknown key", lambda tmp: _npz(tmp, texts=embedding_arrays(n=20)["text"]),
+     "unknown array 'texts'; allowed: image, text, label, split"),
+    ("npy unknown file", lambda tmp: _npy_folder(tmp, labels=np.arange(20)), "unknown .npy file 'labels'"),
+    ("parquet unknown column", lambda tmp: _parquet(tmp, caption=["x"] * 6), "unknown column 'caption'"),
+    ("no text embeddings", lambda tmp: _npz(tmp, text=None), "no 'text' embeddings (has: image, label)"),
+    ("embedding rank", lambda tmp: _npz(tmp, image=np.zeros((20, 2, 3), np.float32)),
+     "image embeddings have shape (20, 2, 3); allowed: [rows, dim]"),
+    ("integer embeddings", lambda tmp: _npz(tmp, text=np.zeros((20, 3), np.int32)),
+     "text embeddings have dtype int32; allowed: a floating dtype"),
+    ("class without held-out row", lambda tmp: _task(_folder(tmp, lambda f, p: _rewrite(p, "blue,test", "blue,train"),
+                                                             split=True), split="column"),
+     "class 'blue' has no held-out row"),
+    ("eval.imbalance", lambda tmp: _task(_folder(tmp), {"imbalance": 0.5}), "eval.imbalance=0.5; allowed: 0"),
+    ("eval.epsilon", lambda tmp: _task(_folder(tmp), {"epsilon": 20.0}), "eval.epsilon must be in (0, 1], got 20.0"),
+    ("batch over records", lambda tmp: lambda: ShardedBatches(records(7), 8, 2),
+     "batch_size=8 needs 4 training pairs per process, but each of the 2 processes has 3 (of 7)"),
+    ("batch over processes", lambda tmp: lambda: ShardedBatches(records(10), 5, 2),
+     "batch_size=5 is not a multiple of the 2 processes"),
+    ("text dim with vocab", lambda tmp: lambda: TwoTower(vocab_size=10, text_embedding_dim=4),
+     "TwoTower.vocab_size=10 with text_embedding_dim=4"),
+    ("conv channels", lambda tmp: lambda: ConvImageEncoder(channels=()), "ConvImageEncoder.channels=(); must be a non-empty"),
+]
+
+
+@pytest.mark.parametrize("what,make,fragment", CASES, ids=[c[0] for c in CASES])
+def test_bad_pairs_input_is_one_clear_line(tmp_path, what, make, fragment):
+  assert_one_clear_line("clip_files", what, make(tmp_path), fragment)
+
+
+def test_a_corrupt_training_image_fails_its_batch_with_file_and_row(tmp_path):
+  folder = _folder(tmp_path)
+  task, inference = _task(folder)()
+  labels = [("red", "green", "blue", "yellow")[i % 4] for i in range(20)]
+  _, test = split_rows(20, "fraction", 0.2, 0, None, "", labels=labels)  # the tiny config's split
+  row = min(set(range(20)) - set(test.tolist()))
+  _corrupt(f"img_{row:02d}.png")(folder, None)  # after the task is built: training images are read lazily
+  # 16 training rows, batch 16: step 0 reads every one of them.
+  assert_one_clear_line("clip_files", "corrupt train image", lambda: task.host_batch(0, np.arange(16), 0),
+                        f"captions.csv row {row} (line {row + 2}): image")
+  assert inference.data["test"]["image"].shape == (4, 16, 16, 3)
+
+
+def test_a_non_finite_embedding_row_is_named_when_read(tmp_path):
+  arrays = embedding_arrays(n=20)
+  arrays["image"][5] = np.inf   # a test row (every fifth row is test)
+  arrays["text"][7] = np.nan    # a training row: found when a batch reads it
+  arrays["split"] = np.array(["test" if i % 5 == 0 else "train" for i in range(20)])
+  np.savez(tmp_path / "emb.npz", **arrays)
+  assert_one_clear_line("clip_files", "inf test row", _pairs(tmp_path, embeddings="emb.npz", split="column"),
+                        "emb.npz: image row 5 has a NaN or inf entry; allowed: finite embeddings")
+  arrays["image"][5] = 0.0
+  del arrays["label"]  # with labels, the class means read every training text up front (and find row 7 there)
+  np.savez(tmp_path / "emb.npz", **arrays)
+  pairs = _pairs(tmp_path, embeddings="emb.npz", split="column")()
+  batches = ShardedBatches(pairs.train, 16, 1)
+  assert_one_clear_line("clip_files", "nan train row", lambda: batches(0, np.arange(16), 0),
+                        "emb.npz: text row 7 has a NaN or inf entry")

@@ -1,0 +1,67 @@
+"""The clip_files task end to end: the command line on an image-caption folder, the trainer on embeddings."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+
+import jaxlab
+
+from configs.clip_files import get_config
+from jaxlab.ot_clip.data import tokenizer as tokenizer_lib
+from jaxlab.train.trainer import train
+from tests.ot_clip.data.conftest import embedding_arrays, write_image_folder
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ZERO_SHOT = ("zero_shot_accuracy", "ot_zero_shot_accuracy", "aurc_plan", "selective_risk_plan",
+             "selective_risk_partial_ot", "lt_zero_shot_accuracy", "lt_ot_uniform_accuracy", "lt_ot_prior_accuracy")
+RETRIEVAL = ("i2t_recall_at_1", "t2i_recall_at_1")
+
+
+def test_tiny_config_trains_on_an_image_folder_through_the_command_line(tmp_path):
+  data, workdir = tmp_path / "pairs", tmp_path / "run"
+  write_image_folder(data, num_images=40)
+  env = {**os.environ, "XLA_FLAGS": "", "PYTHONPATH": REPO}  # the CLI sees the machine's real devices
+  p = subprocess.run([sys.executable, "-m", "jaxlab.main", "--config=configs/clip_files.py:tiny",
+                      f"--config.data.dir={data}", f"--workdir={workdir}"],
+                     cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0, p.stderr[-3000:]
+  assert "32 train / 8 test image-caption pairs" in p.stdout and "4 classes" in p.stdout
+  rows = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+  assert [r["step"] for r in rows] == [2, 4, 6, 8]
+  last = rows[-1]
+  for key in ("loss", "pairs_per_sec") + ZERO_SHOT + RETRIEVAL:
+    assert math.isfinite(last[key]), (key, last)
+  for key in ZERO_SHOT[:2] + RETRIEVAL:
+    assert 0.0 <= last[key] <= 1.0
+  # The tokenizer the captions were encoded with is in the workdir and reads back.
+  tokenizer = tokenizer_lib.load_tokenizer(str(workdir / "tokenizer.json"))
+  assert tokenizer_lib.known_token_count(tokenizer, "a yellow bar") == 3
+
+
+def test_trainer_on_paired_embeddings_without_labels(tmp_path):
+  arrays = embedding_arrays(n=40)
+  folder = tmp_path / "emb"
+  folder.mkdir()
+  for name in ("image", "text"):  # no labels: retrieval only
+    np.save(folder / f"{name}.npy", arrays[name])
+  config = get_config("tiny")
+  config.data.dir, config.data.embeddings = str(tmp_path), "emb"
+  config.num_steps, config.log_every, config.eval_every = 4, 2, 4
+  result = train(config, str(tmp_path / "run"), devices=jax.devices()[:2], progress=False)
+  summary = result.summary
+  assert summary["steps"] == 4 and "32 train / 8 test embedding pairs" in summary["task"]
+  for key in ("final_loss",) + RETRIEVAL:
+    assert math.isfinite(summary[key]), (key, summary)
+  assert not any(key in summary for key in ZERO_SHOT)
+  params = result.state.params
+  assert params["text_encoder"]["Dense_0"]["kernel"].shape == (5, config.model.hidden)  # an MLP over text embeddings
+  assert not os.path.exists(tmp_path / "run" / "tokenizer.json")
+  run = jaxlab.load_run(str(tmp_path / "run"))  # the run back in hand, its towers bound to the params
+  assert set(run.fns) == {"embed_images", "embed_texts"} and run.data["classes"] == ()
+  text = run.embed_texts(run.data["test"]["text"])
+  assert text.shape == (8, config.model.embed_dim) and np.all(np.isfinite(text))
