@@ -46,7 +46,7 @@ nitpicky = True
 # name never matches, so a dead reference to our own code still fails the build.
 _FOREIGN = ("collections", "os", "pathlib", "typing",
             "jax", "jaxlib", "numpy", "optax", "flax", "ml_collections", "orbax", "chex", "haiku",
-            "ott", "gymnax", "flashbax", "exponax")
+            "ott", "gymnax", "flashbax", "exponax", "grain", "tokenizers", "h5py", "envpool", "PIL", "pyarrow")
 nitpick_ignore_regex = [(r"py:.*", rf"({'|'.join(_FOREIGN)})\..*")]
 
 # ------------------------------------------------------------------ public API check (_ext/public_api.py)

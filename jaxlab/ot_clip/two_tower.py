@@ -102,7 +102,7 @@ class TwoTower(nn.Module):
   and here the gradient is zero while the clamp is active.
 
   Towers: the image tower is an MLP over flattened inputs (``conv_channels=()``) or a
-  :class:`ConvImageEncoder` over images [B, H, W, C]; the text tower reads token ids
+  :class:`~jaxlab.ot_clip.two_tower.ConvImageEncoder` over images [B, H, W, C]; the text tower reads token ids
   (``text_embedding_dim=0``; ``vocab_size`` >= 2, id 0 is padding) or precomputed float text
   embeddings [B, text_embedding_dim] (an MLP; ``vocab_size`` is then 0, unused).
 
