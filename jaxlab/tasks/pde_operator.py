@@ -404,6 +404,10 @@ def _check_pretrained(config: ml_collections.ConfigDict, channels: int) -> None:
   saved = _pretrained_config(workdir) if workdir else None
   if not saved or "data" not in saved or ("sets" not in saved["data"] and saved["data"].get("source") != "files"):
     return
+  if saved["data"].get("source") == "files" and not saved["data"].get("master") and data_source(config) == "files":
+    # Its table came from $JAXLAB_PDE_MASTER then; without it now, this run's table is the one to look in.
+    from jaxlab.pde.data.files.configured import master_path  # noqa: PLC0415 - h5py only for files
+    saved = {**saved, "data": {**saved["data"], "master": master_path(config.data)}}
   try:
     theirs = channels_of(saved)
   except InputError:  # a files run whose master table is not readable here: the params' shapes are checked

@@ -1,7 +1,8 @@
 """configs/dpot_files.py through the command line on files written in the official layouts.
 
 Pre-training on a master table (DPOT's Python style) of an 8^2 DPOT set and a 16^2 PDEBench
-diffusion-reaction set, mixed at 16^2; then fine-tuning on one of them from that run.
+diffusion-reaction set, mixed at 16^2; then fine-tuning on one of them from that run (and the
+channel check that refuses the other one without padding).
 """
 
 import json
@@ -11,7 +12,11 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
+from jaxlab.config_files import load_config
+from jaxlab.errors import InputError
+from jaxlab.tasks.pde_operator import check_config
 from tests.pde.data.files import layouts
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -50,8 +55,11 @@ def _smooth(n, frames, grid, channels, seed):
   return (field[:, :, :, None, :] * 0.9 ** np.arange(frames)[:, None]).astype(np.float32)
 
 
-def _run(*args, env=None):
-  full = {**os.environ, "XLA_FLAGS": "", **(env or {})}
+def _run(*args, cache, env=None):
+  # One persistent compilation cache for both runs: fine-tuning reuses the programs it shares with pre-training.
+  full = {**os.environ, "XLA_FLAGS": "", "JAX_COMPILATION_CACHE_DIR": str(cache),
+          "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+          **(env or {})}
   return subprocess.run([sys.executable, "-m", "jaxlab.main", *args], cwd=REPO, env=full, capture_output=True,
                         text=True, timeout=300)
 
@@ -67,16 +75,25 @@ def test_pretrain_on_a_master_table_then_fine_tune_on_one_set(tmp_path):
   master.write_text(MASTER)
 
   pre = str(tmp_path / "pre")
-  p = _run("--config=configs/dpot_files.py:tiny", f"--workdir={pre}", env={"JAXLAB_PDE_MASTER": str(master)})
+  p = _run("--config=configs/dpot_files.py:tiny", f"--workdir={pre}", cache=tmp_path / "jax_cache",
+           env={"JAXLAB_PDE_MASTER": str(master)})
   assert p.returncode == 0, p.stderr[-3000:]
   assert "dpot on ns+dr" in p.stdout
   last = [json.loads(line) for line in open(os.path.join(pre, "metrics.jsonl"))][-1]
   for key in ("l2re_1step/ns", "l2re_rollout/ns", "l2re_1step/dr", "l2re_rollout/dr"):
     assert math.isfinite(last[key]), (key, last)
 
+  # A 1-channel set cannot start from the 2-channel run unless padded to 2: refused before anything compiles
+  # (the run found its table through $JAXLAB_PDE_MASTER, this one through data.master).
+  config = load_config("dpot_files:finetune_tiny")
+  config.data.master, config.data.names, config.init_from.workdir = str(master), ("ns",), pre
+  with pytest.raises(InputError, match=r"was trained with 2 channels, this run's data have 1; set "
+                                       r"data.num_channels=2 \(missing channels are padded"):
+    check_config(config)
+
   tuned = str(tmp_path / "tuned")
   p = _run("--config=configs/dpot_files.py:finetune_tiny", f"--workdir={tuned}", f"--config.data.master={master}",
-           "--config.data.names=('dr',)", f"--config.init_from.workdir={pre}")
+           "--config.data.names=('dr',)", f"--config.init_from.workdir={pre}", cache=tmp_path / "jax_cache")
   assert p.returncode == 0, p.stderr[-3000:]
   assert f"fine-tuning from {pre} (step 20)" in p.stderr and "dpot on dr" in p.stdout
   last = [json.loads(line) for line in open(os.path.join(tuned, "metrics.jsonl"))][-1]
