@@ -6,7 +6,9 @@ trained on a weighted mixture of data sets with the official relative-L2 loss an
 denoising noise on the inputs (Sec. 3.1). Evaluation rolls the model out auto-regressively on
 each data set's test trajectories and reports the L2 relative error (L2RE) of the first step
 and of the whole rollout, per data set (Sec. 4, "L2RE"). The data are generated locally
-(``jaxlab.pde.data``) and cached on disk once.
+(``jaxlab.pde.data``) and cached on disk once, or, with ``data.source = "files"``, read from the
+field's files named by a DPOT-style master table (``jaxlab.pde.data.files``, ``configs/dpot_files.py``),
+sets on other grids resampled to ``data.resolution`` as DPOT does.
 
 The protocol follows the official code (thu-ml/DPOT @ dcd2f9a) by default; each difference
 from jaxlab's earlier protocol is a config key (``configs/dpot_pde.py`` documents them):
@@ -52,7 +54,31 @@ MODELS = ("dpot", "fno")
 CHANNEL_PADDINGS = {"ones": 1.0, "zeros_masked": 0.0}
 
 
+# data.source: where the data sets come from. "generated": data.sets, made with exponax and cached;
+# "files": a master table of the field's files (data.master, data.names; jaxlab.pde.data.files).
+SOURCES = ("generated", "files")
+
 # ---------------------------------------------------------------- data
+
+
+def data_source(config: Any) -> str:
+  """``data.source`` of a config or its dict ("generated" when absent), checked."""
+  source = config["data"].get("source", "generated")
+  check(source in SOURCES, f"data.source={source!r}; allowed: {', '.join(map(repr, SOURCES))}")
+  return source
+
+
+def _file_sets(config: Any) -> list:
+  from jaxlab.pde.data.files import file_sets  # noqa: PLC0415 - h5py only for runs on files
+  return file_sets(config)
+
+
+def _widest(config: Any) -> int:
+  """The most channels of any configured set (a config or its dict)."""
+  if data_source(config) == "files":
+    from jaxlab.pde.data.files.configured import widest_channels  # noqa: PLC0415 - h5py only for files
+    return widest_channels(config)
+  return max(get_family(entry["family"]).num_channels for entry in config["data"]["sets"])
 
 def dataset_from_entry(entry: Any, resolution: int, index: int = 0) -> DatasetSpec:
   """A data set from its config entry, e.g. ``{"family": "ns_fno", "viscosity": 1e-3, "trajectories": 200}``.
@@ -152,13 +178,14 @@ def served_sets(config: ml_collections.ConfigDict) -> list[ServedSet]:
 
 def channels_of(config: Any) -> int:
   """The model's channel count: ``data.num_channels`` or, if 0, the widest data set's (a config or its dict)."""
-  data = config["data"]
-  widest = max(get_family(entry["family"]).num_channels for entry in data["sets"])
-  return int(data.get("num_channels", 0) or 0) or widest
+  return int(config["data"].get("num_channels", 0) or 0) or _widest(config)
 
 
 def load_datasets(config: ml_collections.ConfigDict) -> list[PDEDataset]:
-  """The data sets of ``config`` (generated on a cache miss) as served (:func:`served_sets`), with their test split."""
+  """The data sets of ``config`` (generated on a cache miss) as served (:func:`served_sets`), with their test split;
+  with ``data.source = "files"`` the sets of the master table, read lazily from their files."""
+  if data_source(config) == "files":
+    return [s.dataset for s in _file_sets(config)]
   d = config.data
   return [load_dataset(s.spec, d.cache_dir or None, num_test=d.num_test, first_frame=s.first_frame)
           for s in served_sets(config)]
@@ -174,10 +201,13 @@ def pad_value(config: Any) -> float:
 
 def evaluation_data(config: ml_collections.ConfigDict, datasets: Sequence[PDEDataset],
                     channels: int) -> dict[str, dict[str, np.ndarray]]:
-  """Per data set: the first ``t_in`` frames of its test trajectories and its ``t_test`` frames after them."""
+  """Per data set: the first ``t_in`` frames of its test trajectories and its ``t_test`` frames after them,
+  resampled to ``data.resolution`` with DPOT's test mask (:func:`jaxlab.pde.data.rollout_eval_data`)."""
   d = config.data
-  return rollout_eval_data(datasets, config.t_in, [s.t_test for s in served_sets(config)], num_channels=channels,
-                           max_trajectories=d.eval_trajectories or None, pad_value=pad_value(config))
+  sets = _file_sets(config) if data_source(config) == "files" else served_sets(config)
+  return rollout_eval_data(datasets, config.t_in, [s.t_test for s in sets], num_channels=channels,
+                           max_trajectories=d.eval_trajectories or None, pad_value=pad_value(config),
+                           resolution=d.resolution)
 
 
 # ---------------------------------------------------------------- model
@@ -188,7 +218,7 @@ def model_kwargs(config: ml_collections.ConfigDict, channels: int) -> tuple[str,
   name = m.pop("name", None)
   if name not in MODELS:
     raise InputError(f"model.name={name!r}; choose one of {', '.join(map(repr, MODELS))}")
-  widest = max(get_family(entry["family"]).num_channels for entry in config.data.sets)
+  widest = _widest(config)
   for key in ("in_channels", "out_channels"):
     value = m.pop(key, channels)
     if value != channels:  # the task sets both from the data; padding can only add channels
@@ -285,13 +315,18 @@ def rollout_l2re(apply: Callable[..., Any], params: Any, evals: dict[str, dict[s
 
   L2RE of one test trajectory = mean over its real channels of ||pred - y|| / ||y||, norms over
   (X, Y, time) (the official ``SimpleLpLoss``); padded channels are masked out, as by the
-  official test mask (utils/griddataset.py:109-115, 162). The rollout L2RE is the official
+  official test mask (utils/griddataset.py:109-115, 162), and so are the points and channels
+  outside an entry's ``score_mask`` (n, X, Y, C), when it has one (a set resampled from a
+  coarser grid is scored at its own points). The rollout L2RE is the official
   ``test_l2_full`` (train_temporal.py:277). ``evals`` is :func:`jaxlab.pde.data.rollout_eval_data`'s
   output; ``pad_value`` that of its padded channels.
   """
   out = {}
   for name, e in evals.items():
-    mask = jnp.asarray(e["channel_mask"][:, None, None, None, :], jnp.float32)
+    if "score_mask" in e:
+      mask = jnp.asarray(e["score_mask"][:, :, :, None, :], jnp.float32)
+    else:
+      mask = jnp.asarray(e["channel_mask"][:, None, None, None, :], jnp.float32)
     y = jnp.asarray(e["y"])
     check(y.ndim == 5 and y.shape[3] >= 1, f"evals[{name!r}]['y'] has shape {y.shape}; must be (n, X, Y, steps, C) "
           "with steps >= 1 (a 0-frame rollout has no L2RE)")
@@ -304,13 +339,29 @@ def rollout_l2re(apply: Callable[..., Any], params: Any, evals: dict[str, dict[s
 
 # ---------------------------------------------------------------- checks
 
-def _check_windows(config: ml_collections.ConfigDict) -> list[ServedSet]:
+def _check_window_keys(config: ml_collections.ConfigDict) -> None:
   t_in, t_out, steps = config.t_in, config.t_out, config.data.rollout_steps
   for key, value in (("t_in", t_in), ("t_out", t_out)):
     check(_is_int(value) and value >= 1, f"{key}={value!r} must be an int >= 1")
   check(_is_int(steps) and steps >= 0,
         f"data.rollout_steps={steps!r} must be an int >= 0 (0: each set's t_test)")
-  return served_sets(config)  # checks t_in + t_out and t_in + t_test against every set's frames
+
+
+def _check_sets(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], list[int]]:
+  """``(generated specs, channels of every set)``, the windows checked against every set's frames.
+
+  Generated sets: :func:`served_sets` and the test split; files (``data.source="files"``):
+  :func:`jaxlab.pde.data.files.file_sets` opens the table's files (headers only) and checks
+  t_in + t_out, t_in + t_test, data.eval_trajectories and data.num_channels against each.
+  """
+  _check_window_keys(config)
+  if data_source(config) == "files":
+    from jaxlab.pde.data.files.configured import check_file_keys  # noqa: PLC0415 - h5py only for files
+    check_file_keys(config.data)
+    return [], [s.dataset.num_channels for s in _file_sets(config)]
+  specs = [s.spec for s in served_sets(config)]  # checks t_in + t_out and t_in + t_test
+  _check_test_split(config, specs)
+  return specs, [s.num_channels for s in specs]
 
 
 def _check_test_split(config: ml_collections.ConfigDict, specs: Sequence[DatasetSpec]) -> None:
@@ -351,10 +402,17 @@ def _check_pretrained(config: ml_collections.ConfigDict, channels: int) -> None:
   init_from = config.get("init_from", None)
   workdir = init_from.get("workdir", "") if init_from is not None else ""
   saved = _pretrained_config(workdir) if workdir else None
-  if not saved or "data" not in saved or "sets" not in saved["data"]:
+  if not saved or "data" not in saved or ("sets" not in saved["data"] and saved["data"].get("source") != "files"):
     return
-  theirs = channels_of(saved)
-  check(theirs == channels,
+  if saved["data"].get("source") == "files" and not saved["data"].get("master") and data_source(config) == "files":
+    # Its table came from $JAXLAB_PDE_MASTER then; without it now, this run's table is the one to look in.
+    from jaxlab.pde.data.files.configured import master_path  # noqa: PLC0415 - h5py only for files
+    saved = {**saved, "data": {**saved["data"], "master": master_path(config.data)}}
+  try:
+    theirs = channels_of(saved)
+  except InputError:  # a files run whose master table is not readable here: the params' shapes are checked
+    theirs = None     # when they are loaded (jaxlab.train.finetune)
+  check(theirs in (None, channels),
         f"init_from.workdir={workdir!r} was trained with {theirs} channels, this run's data have {channels}; "
         f"set data.num_channels={theirs} (missing channels are padded, see data.channel_padding)")
   # A run saved before the switch existed padded with zeros; the model expects its padding value.
@@ -371,13 +429,13 @@ def _check_pretrained(config: ml_collections.ConfigDict, channels: int) -> None:
 
 
 def check_config(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], int, Any]:
-  """``(data set specs, channels, model)`` after checking every setting; nothing is generated."""
+  """``(data set specs, channels, model)`` after checking every setting; nothing is generated or read
+  beyond file headers (specs: the generated sets; [] for ``data.source="files"``)."""
   res = config.data.resolution
   check(_is_int(res) and res >= 8 and res % 2 == 0,
         f"data.resolution={res!r} must be an even int >= 8 (grid points per axis)")
-  specs = [s.spec for s in _check_windows(config)]
-  _check_test_split(config, specs)
-  widest = max(s.num_channels for s in specs)
+  specs, set_channels = _check_sets(config)
+  widest = max(set_channels)
   num_channels = config.data.get("num_channels", 0)
   check(_is_int(num_channels), f"data.num_channels={num_channels!r} must be an int (0: the widest set's {widest})")
   check(num_channels == 0 or num_channels >= widest,
@@ -385,8 +443,8 @@ def check_config(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], 
         f"widest set's) or an int >= {widest} (more pads, see data.channel_padding)")
   channels = channels_of(config)
   weights = tuple(config.data.weights)
-  check(not weights or len(weights) == len(specs),
-        f"data.weights has {len(weights)} entries for {len(specs)} data sets (or give () for equal weights)")
+  check(not weights or len(weights) == len(set_channels),
+        f"data.weights has {len(weights)} entries for {len(set_channels)} data sets (or give () for equal weights)")
   for i, w in enumerate(weights):
     check(isinstance(w, (int, float)) and not isinstance(w, bool) and np.isfinite(w) and w >= 0,
           f"data.weights[{i}]={w!r} in data.weights={weights} must be a finite number >= 0")
@@ -420,11 +478,15 @@ def pde_operator_with_inference(config: ml_collections.ConfigDict) -> tuple[Task
   and padding value (``channel_mask`` ``(n, C)``: 1 for a data set's real channels); and
   ``l2re(params, test=None)``, :func:`rollout_l2re` (the task's evaluation) on ``test``
   (default: the run's test trajectories). ``data``: ``test`` (per data set ``x``, ``y``,
-  ``channel_mask``), ``t_in``, ``t_out``, ``channels``, ``pad_value``.
+  ``channel_mask``, ``score_mask``), ``t_in``, ``t_out``, ``channels``, ``pad_value``.
   """
   d = config.data
   _, channels, model = check_config(config)
   datasets = load_datasets(config)
+  if data_source(config) == "files" and d.get("verify_files", False):  # every record of every set read once, now rather than when first drawn
+    from jaxlab.pde.data.files import verify_records  # noqa: PLC0415 - h5py only for files
+    for ds in datasets:
+      verify_records(ds.trajectories)
   weights = list(d.weights) if d.weights else [1.0] * len(datasets)
   rule, pad = d.get("mixture_rule", MIXTURE_RULES[0]), pad_value(config)
   # DPOT's ones are trained on (its training mask is all ones); zeros are masked out of the loss
@@ -438,7 +500,7 @@ def pde_operator_with_inference(config: ml_collections.ConfigDict) -> tuple[Task
 
   def host_batch(step, rows, seed):
     b = mixture_batch(datasets, weights, seed, step, config.batch_size, rows, config.t_in, config.t_out,
-                      num_channels=channels, rule=rule, pad_value=pad)
+                      num_channels=channels, rule=rule, pad_value=pad, resolution=d.resolution)
     mask = np.ones_like(b["channel_mask"]) if train_on_padding else b["channel_mask"]
     return {"x": b["x"], "y": b["y"], "mask": mask[:, None, None, None, :].astype(np.float32)}
 

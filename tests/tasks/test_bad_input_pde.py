@@ -113,6 +113,8 @@ CASES: list[Case] = [
      "model.in_channels=3 does not match the data's 1 channels"),
     ("pde task", "FNO modes above the grid", _task("fno_tiny", **{"model.modes": 20}),
      "model.modes=20 needs data.resolution >= 40"),
+    ("pde task", "unknown data source", _task(**{"data.source": "disk"}),
+     "data.source='disk'; allowed: 'generated', 'files'"),
     ("pde task", "unknown family", _task(**{"data.sets": ({"family": "burgers", "trajectories": 4},)}),
      "unknown PDE family 'burgers'"),
     ("pde task", "set without trajectories", _task(**{"data.sets": ({"family": "kolmogorov"},)}),

@@ -132,6 +132,22 @@ def test_l2re_of_a_perfect_predictor_is_zero_and_padding_is_masked():
   assert off["l2re_rollout/decay"] > off["l2re_1step/decay"]
 
 
+def test_l2re_of_a_coarse_set_counts_its_own_grid_points_only():
+  """A 4^2 set resampled to 8^2 is scored at every 2nd point (DPOT's test mask): errors elsewhere do not count."""
+  coarse = make_dataset("coarse", np.ascontiguousarray(_decaying()[:, :, ::2, ::2]), num_test=2)
+  evals = rollout_eval_data([coarse], t_in=3, resolution=8)  # resampling is linear: still 0.9 per frame
+  between = np.ones((8, 8, 1, 2), np.float32)
+  between[::2, ::2] = 0.0                                   # junk only where the set has no point of its own
+
+  def perfect_but_between(variables, window):
+    return variables["params"] * window[..., -1:, :] + 7.0 * between
+  scored = rollout_l2re(perfect_but_between, jnp.float32(0.9), evals, t_out=1)
+  for v in scored.values():
+    assert float(v) < 1e-6
+  everywhere = {k: {**e, "score_mask": np.ones_like(e["score_mask"])} for k, e in evals.items()}
+  assert float(rollout_l2re(perfect_but_between, jnp.float32(0.9), everywhere, t_out=1)["l2re_1step/coarse"]) > 1
+
+
 def _mixed_batch(task, padded_rows):
   """The first batch of 8 rows holding both data sets (NS is drawn 10/14 of the time), and its padded rows."""
   for step in range(50):

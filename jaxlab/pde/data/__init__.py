@@ -8,6 +8,10 @@ and PDEBench's diffusion-reaction, solved with exponax. Generation is batched an
   datasets = [load_dataset(s) for s in specs]           # generates once, then memory-maps
   batch = mixture_batch(datasets, [1, 1, 1, 1, 1], seed=0, step=k, global_batch_size=256,
                         rows=my_rows, t_in=10, t_out=1)   # set i drawn w.p. ~ n_train_i x weight_i
+
+The field's own files (DPOT's, PDEBench's, The Well's HDF5 layouts) feed the same loader through
+:mod:`jaxlab.pde.data.files`; sets on different grids are resampled to one
+(:mod:`~jaxlab.pde.data.resample`, ``mixture_batch(..., resolution=128)``).
 """
 
 from jaxlab.pde.data.families import FAMILIES, FNO_VISCOSITIES, Family, get_family

@@ -11,8 +11,10 @@ batch and materialises only its own rows, and a resumed run at step s sees the b
 have seen: there is no iterator state to checkpoint. Data set i is drawn with probability
 proportional to (training trajectories_i x weight_i), as DPOT's sampler (``rule="size_times_weight"``,
 :func:`mixture_probabilities`), or to weight_i alone (``rule="weight"``). Channels are padded to a
-common C (with zeros, or DPOT's ones: ``pad_value``) and come with a mask of the real channels;
-all data sets must share the grid.
+common C (with zeros, or DPOT's ones: ``pad_value``) and come with a mask of the real channels.
+Sets on other grids than the batch's ``resolution`` are resampled bilinearly to it, as DPOT does
+(:mod:`~jaxlab.pde.data.resample`); their evaluation data carry DPOT's mask of the points that
+stand for the set's own grid. Without a ``resolution`` all data sets must share one grid.
 
 Train/test split is by trajectory: the last ``num_test`` trajectories of each set are test
 trajectories, never drawn by the training sampler.
@@ -30,6 +32,7 @@ import numpy as np
 from jaxlab.errors import InputError, check
 from jaxlab.pde.data import store
 from jaxlab.pde.data.families import get_family
+from jaxlab.pde.data.resample import evaluation_points, grid_size, resample
 from jaxlab.pde.data.spec import DatasetSpec
 
 _PLAN_TAG = 0x5D07  # separates these streams from other uses of (seed, step)
@@ -45,12 +48,17 @@ MIXTURE_RULES = (SIZE_TIMES_WEIGHT, WEIGHT)
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PDEDataset:
-  """Trajectories (n, frames, X, Y, C) float32 (often a memory map) and a train/test split."""
+  """Trajectories (n, frames, X, Y, C) float32 (a memory map or HDF5 files read lazily) and a train/test split.
+
+  ``eval_channels``: how many leading channels evaluation scores (DPOT's ``pred_channels``;
+  None: all of them).
+  """
 
   name: str
   trajectories: np.ndarray
   num_test: int
   channel_names: tuple[str, ...] = ()
+  eval_channels: int | None = None
 
   @property
   def num_trajectories(self) -> int:
@@ -87,8 +95,13 @@ def default_num_test(num_trajectories: int) -> int:
 
 
 def make_dataset(name: str, trajectories: np.ndarray, *, num_test: int | None = None,
-                 channel_names: Sequence[str] = (), verify_finite: bool = True) -> PDEDataset:
-  """Wraps an array (n, frames, X, Y, C) float32; ``num_test`` defaults to 10% (at least 1)."""
+                 channel_names: Sequence[str] = (), eval_channels: int | None = None,
+                 verify_finite: bool = True) -> PDEDataset:
+  """Wraps an array (n, frames, X, Y, C) float32; ``num_test`` defaults to 10% (at least 1).
+
+  ``trajectories`` may be any array-like with ``shape``, ``dtype`` and numpy indexing of
+  ``[i, start:stop]`` and ``[i:j, :stop]`` (e.g. :class:`jaxlab.pde.data.files.Split`).
+  """
   shape = getattr(trajectories, "shape", None)
   check(shape is not None and len(shape) == 5,
         f"data set {name!r}: trajectories must be (n, frames, X, Y, C), got shape {shape}")
@@ -98,9 +111,12 @@ def make_dataset(name: str, trajectories: np.ndarray, *, num_test: int | None = 
   num_test = default_num_test(n) if num_test is None else num_test
   check(_is_int(num_test) and 0 <= num_test < n,
         f"data set {name!r}: num_test={num_test} must be in [0, {n - 1}] (at least one training trajectory)")
+  check(eval_channels is None or (_is_int(eval_channels) and 1 <= eval_channels <= shape[4]),
+        f"data set {name!r}: eval_channels={eval_channels!r} must be None or an int in [1, {shape[4]}]")
   if verify_finite:
     store.check_finite(trajectories, name)
-  return PDEDataset(name, trajectories, int(num_test), tuple(channel_names))
+  return PDEDataset(name, trajectories, int(num_test), tuple(channel_names),
+                    None if eval_channels is None else int(eval_channels))
 
 
 def load_dataset(spec: DatasetSpec, cache_dir: str | os.PathLike | None = None, *,
@@ -204,9 +220,12 @@ def _rows(rows: Sequence[int] | np.ndarray | None, global_batch_size: int) -> np
   return rows.astype(np.int64)
 
 
-def _common_grid(datasets: Sequence[PDEDataset]) -> tuple[int, int]:
+def _common_grid(datasets: Sequence[PDEDataset], resolution: int | Sequence[int] | None = None) -> tuple[int, int]:
+  """The batch's grid: ``resolution`` (every set resampled to it), else the one grid all sets share."""
+  if resolution is not None:
+    return grid_size(resolution)
   grids = {ds.resolution for ds in datasets}
-  check(len(grids) == 1, "data sets must share one grid; got "
+  check(len(grids) == 1, "data sets must share one grid (or pass resolution= to resample them to one); got "
         + ", ".join(f"{ds.name}: {ds.resolution}" for ds in datasets))
   return grids.pop()
 
@@ -225,23 +244,28 @@ def _check_pad_value(pad_value: float) -> None:
         and np.isfinite(pad_value), f"pad_value={pad_value!r} must be a finite number (the value of padded channels)")
 
 
-def _window(ds: PDEDataset, trajectory: int, start: int, length: int) -> np.ndarray:
-  """Frames [start, start + length) of one trajectory as (X, Y, length, c)."""
-  return np.moveaxis(np.asarray(ds.trajectories[trajectory, start:start + length]), 0, 2)
+def _window(ds: PDEDataset, trajectory: int, start: int, length: int, grid: tuple[int, int]) -> np.ndarray:
+  """Frames [start, start + length) of one trajectory as (X, Y, length, c), resampled to ``grid``."""
+  window = np.moveaxis(np.asarray(ds.trajectories[trajectory, start:start + length]), 0, 2)
+  return resample(window, grid)
 
 
 def mixture_batch(datasets: Sequence[PDEDataset], weights: Sequence[float], seed: int, step: int,
                   global_batch_size: int, rows: Sequence[int] | np.ndarray | None, t_in: int,
                   t_out: int, *, num_channels: int | None = None, split: str = "train",
-                  rule: str = SIZE_TIMES_WEIGHT, pad_value: float = 0.0) -> dict[str, np.ndarray]:
+                  rule: str = SIZE_TIMES_WEIGHT, pad_value: float = 0.0,
+                  resolution: int | Sequence[int] | None = None) -> dict[str, np.ndarray]:
   """Rows ``rows`` (None: all) of global batch ``step`` of the weighted multi-data-set mixture.
 
   Returns x (n, X, Y, t_in, C) and y (n, X, Y, t_out, C) float32 with missing channels set to
   ``pad_value`` (DPOT pads with 1.0: utils/griddataset.py:98), dataset (n,) int32 (position in
   ``datasets``) and channel_mask (n, C) bool (True = real channel); n = len(rows).
   C = ``num_channels`` or the widest data set's channel count. ``rule``: :func:`mixture_probabilities`.
+  ``resolution`` (an int or (X, Y)): the batch's grid, every window of a set on another grid
+  resampled bilinearly to it (DPOT's ``pad_data``, :func:`jaxlab.pde.data.resample.resample`);
+  None: the grid all sets share. Only the rows' own frames are read.
   """
-  grid = _common_grid(datasets)
+  grid = _common_grid(datasets, resolution)
   channels = _common_channels(datasets, num_channels)
   _check_pad_value(pad_value)
   plan = mixture_plan(datasets, weights, seed, step, global_batch_size, t_in, t_out, split, rule)
@@ -252,7 +276,7 @@ def mixture_batch(datasets: Sequence[PDEDataset], weights: Sequence[float], seed
   mask = np.zeros((n, channels), bool)
   for j, r in enumerate(rows):
     ds = datasets[plan.dataset[r]]
-    window = _window(ds, int(plan.trajectory[r]), int(plan.start[r]), t_in + t_out)
+    window = _window(ds, int(plan.trajectory[r]), int(plan.start[r]), t_in + t_out, grid)
     c = ds.num_channels
     x[j, ..., :c] = window[:, :, :t_in]
     y[j, ..., :c] = window[:, :, t_in:]
@@ -271,18 +295,23 @@ def windows(dataset: PDEDataset, seed: int, step: int, batch_size: int, t_in: in
 def rollout_eval_data(datasets: Sequence[PDEDataset], t_in: int,
                       num_steps: int | Sequence[int | None] | None = None, *,
                       num_channels: int | None = None, max_trajectories: int | None = None,
-                      pad_value: float = 0.0) -> dict[str, dict[str, np.ndarray]]:
+                      pad_value: float = 0.0,
+                      resolution: int | Sequence[int] | None = None) -> dict[str, dict[str, np.ndarray]]:
   """Per data set (by name): its test trajectories' first ``t_in`` frames and the next ``num_steps``.
 
   ``num_steps``: one count for every set, or one per set (DPOT's per-set ``t_test``); None (or a
   None entry) = every remaining frame of that set. As DPOT's test set (utils/griddataset.py:158-162),
   every test trajectory starts at its first served frame. Each entry holds x (n, X, Y, t_in, C),
-  y (n, X, Y, steps, C), dataset (n,) int32 and channel_mask (n, C), padded like
-  :func:`mixture_batch`, for auto-regressive rollout and its relative L2 error.
+  y (n, X, Y, steps, C), dataset (n,) int32 and channel_mask (n, C), padded and resampled to
+  ``resolution`` like :func:`mixture_batch`, for auto-regressive rollout and its relative L2
+  error, and score_mask (n, X, Y, C) bool: what the error is taken over, DPOT's test mask
+  (utils/griddataset.py:103-116, 162): the grid points that stand for the set's own grid (every
+  k-th point of a set resampled up k-fold, all points otherwise) times its first
+  ``eval_channels`` channels (DPOT's ``pred_channels``; all real channels by default).
   """
   names = [ds.name for ds in datasets]
   check(len(set(names)) == len(names), f"data set names must be unique, got {names}")
-  _common_grid(datasets)
+  grid = _common_grid(datasets, resolution)
   channels = _common_channels(datasets, num_channels)
   _check_pad_value(pad_value)
   check(_is_int(t_in) and t_in >= 1, f"t_in={t_in!r} must be an int >= 1")
@@ -305,11 +334,14 @@ def rollout_eval_data(datasets: Sequence[PDEDataset], t_in: int,
     test = ds.split_indices("test")[:max_trajectories]
     check(len(test) > 0, f"data set {ds.name!r} has no test trajectories (num_test=0)")
     frames = np.asarray(ds.trajectories[test[0]:test[-1] + 1, :t_in + steps])  # (n, t, X, Y, c)
-    frames = np.moveaxis(frames, 1, 3)  # (n, X, Y, t, c)
+    frames = resample(np.moveaxis(frames, 1, 3), grid, axes=(1, 2))  # (n, X, Y, t, c)
     padded = np.full((*frames.shape[:4], channels), pad_value, np.float32)
     padded[..., :ds.num_channels] = frames
     mask = np.zeros((len(test), channels), bool)
     mask[:, :ds.num_channels] = True
+    scored = np.arange(channels) < (ds.eval_channels or ds.num_channels)
+    score = evaluation_points(ds.resolution, grid)[:, :, None] & scored       # (X, Y, C)
     out[ds.name] = dict(x=padded[:, :, :, :t_in], y=padded[:, :, :, t_in:],
-                        dataset=np.full(len(test), d, np.int32), channel_mask=mask)
+                        dataset=np.full(len(test), d, np.int32), channel_mask=mask,
+                        score_mask=np.broadcast_to(score, (len(test), *score.shape)).copy())
   return out

@@ -31,8 +31,8 @@ def config_specs(config: Any, cache_dir: str | None, given_as: str = "") -> list
   """``(spec, cache dir)`` of every data set ``config`` reads, after the task's own checks.
 
   ``config`` is one ``pde_operator`` experiment or a suite (``experiments``) with some; the specs
-  come from :func:`jaxlab.tasks.pde_operator.check_config`, so they are the ones training loads.
-  A set read by two experiments is listed once. ``given_as``: the ``--config`` value, for messages.
+  come from :func:`jaxlab.tasks.pde_operator.check_config`, so they are the ones training loads;
+  runs on the field's files (``data.source = "files"``) generate nothing and are left out. A set read by two experiments is listed once. ``given_as``: the ``--config`` value, for messages.
   """
   from jaxlab.tasks.pde_operator import check_config  # noqa: PLC0415 - imports the models; --config only
   if "experiments" in config:
@@ -45,6 +45,11 @@ def config_specs(config: Any, cache_dir: str | None, given_as: str = "") -> list
   if not runs:
     raise InputError(f"--config={given_as}: trains task(s) {tasks}, none is "
                      "'pde_operator'; it reads no generated PDE data (use a config such as configs/dpot_pde.py)")
+  generated = [(where, sub) for where, sub in runs if sub.data.get("source", "generated") != "files"]
+  if not generated:
+    raise InputError(f"--config={given_as}: reads the field's files (data.source='files'), no generated PDE data; "
+                     "nothing to generate")
+  runs = generated
   out, seen = [], set()
   for where, sub in runs:
     try:

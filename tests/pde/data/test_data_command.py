@@ -7,8 +7,9 @@ import sys
 import pytest
 
 from jaxlab.config_files import load_config
+from jaxlab.errors import InputError
 from jaxlab.pde.data import load_cached
-from jaxlab.pde.data.selection import mixture_specs
+from jaxlab.pde.data.selection import config_specs, mixture_specs
 from jaxlab.tasks.pde_operator import check_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -42,6 +43,11 @@ def test_default_mixture_is_the_mixture_config():
 
 def test_num_frames_flag_sets_every_family():
   assert {s.num_frames for s in mixture_specs(4, 16, 6, 0)} == {7}  # 6 frames after the initial state
+
+
+def test_a_config_on_files_has_nothing_to_generate():
+  with pytest.raises(InputError, match=r"--config=dpot_files:tiny: reads the field's files \(data.source='files'\)"):
+    config_specs(load_config("dpot_files:tiny"), None, "dpot_files:tiny")
 
 
 @pytest.mark.parametrize("args, message", [

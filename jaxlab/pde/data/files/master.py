@@ -1,0 +1,210 @@
+"""DPOT's master table of data sets: name -> files, sizes, test horizon, channels, grid.
+
+DPOT lists every pre-training set in ``DATASET_DICT`` (thu-ml/DPOT @ dcd2f9a, utils/make_master_file.py),
+one dict per name with the fields of :data:`DPOT_FIELDS`; users add their own sets by adding
+entries. jaxlab reads such a table from
+
+* a Python file in DPOT's style (``DATASET_DICT[name] = {...}``, ``DATASET_DICT[name]['key'] = value``,
+  with ``name = '...'`` assignments between them): the official make_master_file.py itself reads
+  as is. The file is parsed, never executed (the official one writes a CSV with pandas when run);
+  values must be literals or names assigned literals earlier in the file;
+* a JSON or YAML file: ``{name: {field: value, ...}, ...}``.
+
+Beyond DPOT's fields an entry may say ``format`` (which layout its files have, :data:`FORMATS`;
+DPOT's own by default) and ``fields`` (which stored fields become channels, for PDEBench's CFD
+files and The Well). Relative paths are relative to a root folder (``data.root``, else the
+table's folder), where DPOT's were relative to its working directory.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import os
+from typing import Any, Mapping
+
+from jaxlab.errors import InputError, check, is_int
+
+# DPOT's fields (utils/make_master_file.py:12-22; 'pred_channels' :279).
+DPOT_FIELDS = ("train_path", "test_path", "train_size", "test_size", "scatter_storage", "t_test", "t_in",
+               "t_total", "in_size", "n_channels", "downsample", "pred_channels")
+JAXLAB_FIELDS = ("format", "fields")
+REQUIRED = ("train_path", "test_path", "train_size", "test_size", "t_test")
+# format -> the layout: DPOT's own (one file, or scatter storage), PDEBench's 2-D CFD and per-sample
+# groups (diffusion-reaction, shallow water), The Well.
+FORMATS = ("dpot", "pdebench_cfd", "pdebench_groups", "the_well")
+TABLE_NAME = "DATASET_DICT"  # the official table's variable
+
+
+@dataclasses.dataclass(frozen=True)
+class MasterEntry:
+  """One data set of a master table, checked; paths as written in the table (see :func:`resolve`).
+
+  Attributes follow DPOT's field names; ``t_in`` is informative in DPOT ("not necessary used")
+  and so here; ``t_total``, ``in_size`` and ``n_channels``, when given, are checked against the
+  files; ``pred_channels`` (evaluated channels, the first ones) defaults to all.
+  """
+
+  name: str
+  train_path: str
+  test_path: str
+  train_size: int
+  test_size: int
+  t_test: int
+  scatter_storage: bool = False
+  t_in: int | None = None
+  t_total: int | None = None
+  in_size: tuple[int, int] | None = None
+  n_channels: int | None = None
+  downsample: tuple[int, int] = (1, 1)
+  pred_channels: int | None = None
+  format: str = "dpot"
+  fields: tuple[str, ...] = ()
+
+
+def _literal_python_table(path: str) -> dict[str, Any]:
+  """``DATASET_DICT`` of a DPOT-style Python file, by reading its assignments (nothing is executed)."""
+  with open(path, encoding="utf-8") as f:
+    try:
+      tree = ast.parse(f.read(), filename=path)
+    except SyntaxError as e:
+      raise InputError(f"master table {path}: not valid Python (line {e.lineno}: {e.msg})") from None
+  names: dict[str, Any] = {}
+
+  def value(node: ast.AST) -> Any:
+    if isinstance(node, ast.Name):
+      if node.id not in names:
+        raise InputError(f"master table {path}:{node.lineno}: {node.id!r} is not a literal assigned earlier in the "
+                         "file; master tables hold literals (strings, numbers, tuples, dicts)")
+      return names[node.id]
+    try:
+      return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError):
+      if isinstance(node, ast.Dict):
+        return {value(k): value(v) for k, v in zip(node.keys, node.values)}
+      raise InputError(f"master table {path}:{node.lineno}: {ast.unparse(node)!r} is not a literal; master tables "
+                       "hold literals (strings, numbers, tuples, dicts) or names assigned them") from None
+
+  table: dict[str, Any] | None = None
+  for stmt in tree.body:
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+      continue  # imports, functions, the official file's closing pandas call
+    target = stmt.targets[0]
+    if isinstance(target, ast.Name):
+      if target.id == TABLE_NAME:
+        table = value(stmt.value)
+      else:
+        try:
+          names[target.id] = value(stmt.value)
+        except InputError:
+          names.pop(target.id, None)  # not a literal: an error only if an entry uses it
+      continue
+    chain = []
+    while isinstance(target, ast.Subscript):
+      chain.append(target.slice)
+      target = target.value
+    if not (isinstance(target, ast.Name) and target.id == TABLE_NAME):
+      continue
+    if table is None:
+      raise InputError(f"master table {path}:{stmt.lineno}: {TABLE_NAME} is used before '{TABLE_NAME} = {{}}'")
+    container = table
+    keys = [value(k) for k in reversed(chain)]
+    for key in keys[:-1]:
+      if key not in container:
+        raise InputError(f"master table {path}:{stmt.lineno}: {TABLE_NAME} has no entry {key!r} yet")
+      container = container[key]
+    container[keys[-1]] = value(stmt.value)
+  if table is None:
+    raise InputError(f"master table {path} assigns no {TABLE_NAME}; a Python master table is DPOT's "
+                     f"make_master_file.py style ({TABLE_NAME}[name] = {{'train_path': ..., ...}})")
+  return table
+
+
+def load_table(path: str) -> dict[str, dict[str, Any]]:
+  """The raw table ``{name: {field: value}}`` of a ``.py`` (DPOT's style), ``.json`` or ``.yaml`` file.
+
+  Args:
+    path: the master table's file.
+
+  Returns:
+    Every entry as written, in the file's order.
+
+  Raises:
+    InputError: the file is missing, of another kind, or not a table of dicts.
+  """
+  check(os.path.isfile(path), f"master table {path} does not exist")
+  ext = os.path.splitext(path)[1].lower()
+  if ext == ".py":
+    table = _literal_python_table(path)
+  elif ext == ".json":
+    with open(path, encoding="utf-8") as f:
+      try:
+        table = json.load(f)
+      except json.JSONDecodeError as e:
+        raise InputError(f"master table {path}: not valid JSON ({e})") from None
+  elif ext in (".yaml", ".yml"):
+    import yaml  # noqa: PLC0415 - only for YAML tables (PyYAML comes with flax)
+    with open(path, encoding="utf-8") as f:
+      try:
+        table = yaml.safe_load(f)
+      except yaml.YAMLError as e:
+        raise InputError(f"master table {path}: not valid YAML ({str(e).splitlines()[0]})") from None
+  else:
+    raise InputError(f"master table {path}: extension {ext!r}; allowed: .py (DPOT's make_master_file.py style), "
+                     ".json, .yaml, .yml")
+  check(isinstance(table, Mapping) and len(table) >= 1 and all(isinstance(v, Mapping) for v in table.values()),
+        f"master table {path} must map data-set names to dicts of fields ({', '.join(REQUIRED)}, ...)")
+  return {str(k): dict(v) for k, v in table.items()}
+
+
+def _pair(value: Any, where: str, minimum: int) -> tuple[int, int]:
+  ok = isinstance(value, (list, tuple)) and len(value) == 2 and all(is_int(v) and v >= minimum for v in value)
+  check(ok, f"{where}={value!r} must be a pair of ints >= {minimum} (X, Y)")
+  return int(value[0]), int(value[1])
+
+
+def check_entry(name: str, raw: Mapping[str, Any], where: str) -> MasterEntry:
+  """A table entry as a :class:`MasterEntry`; ``where`` (e.g. the table's path) prefixes every message."""
+  at = f"{where}: entry {name!r}"
+  unknown = sorted(set(raw) - set(DPOT_FIELDS) - set(JAXLAB_FIELDS))
+  check(not unknown, f"{at} has unknown fields {unknown}; allowed: {', '.join(DPOT_FIELDS + JAXLAB_FIELDS)}")
+  missing = [k for k in REQUIRED if k not in raw]
+  check(not missing, f"{at} lacks {missing}; every entry needs {', '.join(REQUIRED)}")
+  for key in ("train_path", "test_path"):
+    check(isinstance(raw[key], str) and raw[key] != "", f"{at}: {key}={raw[key]!r} must be a non-empty path")
+  for key, minimum in (("train_size", 1), ("test_size", 1), ("t_test", 1), ("t_in", 1), ("t_total", 2),
+                       ("n_channels", 1), ("pred_channels", 1)):
+    if raw.get(key) is not None:
+      check(is_int(raw[key]) and raw[key] >= minimum, f"{at}: {key}={raw[key]!r} must be an int >= {minimum}")
+  scatter = raw.get("scatter_storage", False)
+  check(isinstance(scatter, bool), f"{at}: scatter_storage={scatter!r} must be True or False")
+  fmt = raw.get("format", "dpot")
+  check(fmt in FORMATS, f"{at}: format={fmt!r}; allowed: {', '.join(map(repr, FORMATS))}")
+  check(not scatter or fmt == "dpot", f"{at}: scatter_storage=True is DPOT's layout; format={fmt!r} is not")
+  fields = raw.get("fields", ())
+  check(isinstance(fields, (list, tuple)) and all(isinstance(f, str) for f in fields),
+        f"{at}: fields={fields!r} must be a list of field names")
+  check(not fields or fmt in ("pdebench_cfd", "the_well"),
+        f"{at}: fields is read for format 'pdebench_cfd' or 'the_well', not {fmt!r}")
+  if raw.get("pred_channels") is not None and raw.get("n_channels") is not None:
+    check(raw["pred_channels"] <= raw["n_channels"],
+          f"{at}: pred_channels={raw['pred_channels']} exceeds n_channels={raw['n_channels']}")
+  return MasterEntry(
+      name=name, train_path=raw["train_path"], test_path=raw["test_path"], train_size=int(raw["train_size"]),
+      test_size=int(raw["test_size"]), t_test=int(raw["t_test"]), scatter_storage=scatter, t_in=raw.get("t_in"),
+      t_total=raw.get("t_total"),
+      in_size=None if raw.get("in_size") is None else _pair(raw["in_size"], f"{at}: in_size", 1),
+      n_channels=raw.get("n_channels"), downsample=_pair(raw.get("downsample", (1, 1)), f"{at}: downsample", 1),
+      pred_channels=raw.get("pred_channels"), format=fmt, fields=tuple(fields))
+
+
+def load_master(path: str) -> dict[str, MasterEntry]:
+  """Every entry of the master table at ``path``, checked (:func:`load_table`, :func:`check_entry`)."""
+  return {name: check_entry(name, raw, f"master table {path}") for name, raw in load_table(path).items()}
+
+
+def resolve(path: str, root: str) -> str:
+  """A table path made absolute: ``~`` expanded, a relative one joined to ``root``."""
+  path = os.path.expanduser(path)
+  return os.path.normpath(path if os.path.isabs(path) else os.path.join(root, path))

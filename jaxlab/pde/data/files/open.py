@@ -1,0 +1,92 @@
+"""One master-table entry opened as a :class:`~jaxlab.pde.data.PDEDataset` over its files (nothing read yet).
+
+The split is DPOT's: the training trajectories are the first ``train_size`` records of
+``train_path``, the test trajectories the first ``test_size`` records of ``test_path``
+(utils/griddataset.py:53, 65-76, 142: sample index = position). When both paths name the same file
+(PDEBench's and The Well's single files), the test trajectories are its *last* ``test_size``
+records, as DPOT's conversion of PDEBench splits them (data_generation/preprocess.py:109), and the
+two parts may not overlap.
+"""
+
+from __future__ import annotations
+
+import os
+
+from jaxlab.errors import check
+from jaxlab.pde.data.files.dpot import DPOTFile, DPOTScatter
+from jaxlab.pde.data.files.master import MasterEntry, resolve
+from jaxlab.pde.data.files.pdebench import CFD_FIELDS, PDEBenchCFD, PDEBenchGroups
+from jaxlab.pde.data.files.records import Records, Split, strided
+from jaxlab.pde.data.files.the_well import TheWell
+from jaxlab.pde.data.loader import PDEDataset, make_dataset
+
+
+def open_records(entry: MasterEntry, path: str, count: int) -> Records:
+  """The records of one of ``entry``'s paths (already resolved) in its format; ``count`` for scatter storage."""
+  stride = entry.downsample
+  if entry.format == "dpot":
+    if entry.scatter_storage:
+      return DPOTScatter(entry.name, path, count, stride)
+    return DPOTFile(entry.name, path, stride)
+  if entry.format == "pdebench_cfd":
+    return PDEBenchCFD(entry.name, path, entry.fields or CFD_FIELDS, stride)
+  if entry.format == "pdebench_groups":
+    return PDEBenchGroups(entry.name, path, stride)
+  return TheWell(entry.name, path, entry.fields, stride)
+
+
+def _check_against_files(entry: MasterEntry, records: Records, where: str) -> None:
+  """The entry's optional t_total / in_size / n_channels / pred_channels agree with what the files hold."""
+  _, frames, gx, gy, channels = records.shape
+  if entry.t_total is not None:
+    check(entry.t_total == frames, f"{where}: t_total={entry.t_total} in the master table, but {records.source} "
+          f"has T={frames} frames per trajectory; they must agree")
+  if entry.in_size is not None:
+    check(strided(entry.in_size, entry.downsample) == (gx, gy),
+          f"{where}: in_size={entry.in_size} in the master table, but {records.source} has a "
+          f"{gx}x{gy} grid (after downsample={entry.downsample}); they must agree")
+  if entry.n_channels is not None:
+    check(entry.n_channels == channels, f"{where}: n_channels={entry.n_channels} in the master table, but "
+          f"{records.source} has C={channels} channels; they must agree")
+  if entry.pred_channels is not None:
+    check(entry.pred_channels <= channels, f"{where}: pred_channels={entry.pred_channels} exceeds the "
+          f"C={channels} channels of {records.source}; must be in [1, {channels}]")
+
+
+def open_set(entry: MasterEntry, root: str) -> PDEDataset:
+  """``entry``'s training then test trajectories as one lazy :class:`PDEDataset` (``num_test = test_size``).
+
+  Args:
+    entry: a checked master-table entry.
+    root: the folder relative paths of the table are relative to.
+
+  Returns:
+    A data set whose ``trajectories`` read from the files on indexing; ``eval_channels`` is the
+    entry's ``pred_channels``.
+
+  Raises:
+    InputError: a missing file or key, a wrong rank, too few records, or a table field that the
+      files contradict, in one line naming the file.
+  """
+  where = f"data set {entry.name!r}"
+  train_path, test_path = resolve(entry.train_path, root), resolve(entry.test_path, root)
+  train = open_records(entry, train_path, entry.train_size)
+  shared = os.path.abspath(train_path) == os.path.abspath(test_path) and not entry.scatter_storage
+  test = train if shared else open_records(entry, test_path, entry.test_size)
+  for records in ((train,) if shared else (train, test)):
+    _check_against_files(entry, records, where)
+  n_train, n_test = train.shape[0], test.shape[0]
+  if shared:
+    check(entry.train_size + entry.test_size <= n_train,
+          f"{where}: train_size={entry.train_size} + test_size={entry.test_size} exceed the {n_train} records of "
+          f"{train_path} (one file: the first train_size train, the last test_size test; they must not overlap)")
+    parts = [(train, 0, entry.train_size), (train, n_train - entry.test_size, entry.test_size)]
+  else:
+    for key, size, n, path in (("train_size", entry.train_size, n_train, train_path),
+                               ("test_size", entry.test_size, n_test, test_path)):
+      check(size <= n, f"{where}: {key}={size} exceeds the {n} records of {path}; must be in [1, {n}]")
+    parts = [(train, 0, entry.train_size), (test, 0, entry.test_size)]
+  trajectories = Split(entry.name, parts)
+  names = getattr(train, "channel_names", None) or getattr(train, "fields", ())
+  return make_dataset(entry.name, trajectories, num_test=entry.test_size, channel_names=names,
+                      eval_channels=entry.pred_channels, verify_finite=False)

@@ -1,0 +1,47 @@
+"""DPOT's layouts: one file with ``data`` (N, X, Y, T[, C]) and scatter storage (data_{i}.hdf5), read as written."""
+
+import numpy as np
+import pytest
+
+from jaxlab.pde.data.files import DPOTFile, DPOTScatter, check_entry, open_set
+from tests.pde.data.files import layouts
+
+
+def _random(*shape, seed=0):
+  return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("channels", [None, 3])
+def test_one_file_frames_are_data_i_moved_to_time_first(tmp_path, channels):
+  shape = (5, 6, 7, 9) + ((channels,) if channels else ())
+  data = _random(*shape)
+  records = DPOTFile("fno", layouts.dpot_file(tmp_path / "train.hdf5", data))
+  assert records.shape == (5, 9, 6, 7, channels or 1)
+  expected = data if channels else data[..., None]            # a 4-D sample gets a channel axis
+  # frames 2..5 of trajectory 3: data[3, :, :, 2:6] with time moved first; copies, so bit-equal
+  np.testing.assert_array_equal(records[3, 2:6], np.moveaxis(expected[3, :, :, 2:6], 2, 0))
+  np.testing.assert_array_equal(records[1:3, :4], np.moveaxis(expected[1:3, :, :, :4], 3, 1))
+
+
+def test_one_file_split_and_downsample(tmp_path):
+  train, test = _random(6, 8, 8, 10), _random(3, 8, 8, 10, seed=1)
+  raw = layouts.entry(layouts.dpot_file(tmp_path / "a_train.hdf5", train),
+                      layouts.dpot_file(tmp_path / "a_test.hdf5", test), 4, 2, 5,
+                      downsample=[2, 2], in_size=[8, 8], n_channels=1, t_total=10)
+  ds = open_set(check_entry("a", raw, "test"), str(tmp_path))
+  assert (ds.num_train, ds.num_test, ds.num_frames, ds.resolution) == (4, 2, 10, (4, 4))
+  # the first train_size records of the train file, then the first test_size of the test file
+  np.testing.assert_array_equal(ds.trajectories[3, :], np.moveaxis(train[3, ::2, ::2, :, None], 2, 0))
+  np.testing.assert_array_equal(ds.trajectories[5, 1:3], np.moveaxis(test[1, ::2, ::2, 1:3, None], 2, 0))
+
+
+def test_scatter_storage_reads_data_i(tmp_path):
+  trajectories = [_random(8, 8, 6, 2, seed=i) for i in range(4)]
+  folder = layouts.dpot_scatter(tmp_path / "train", trajectories)
+  records = DPOTScatter("pdb", folder, 3)  # only the first train_size files are the set
+  assert records.shape == (3, 6, 8, 8, 2)
+  np.testing.assert_array_equal(records[2, 1:4], np.moveaxis(trajectories[2][:, :, 1:4], 2, 0))
+  # a relative folder in the table is found under the root
+  raw = layouts.entry("train", "train", 3, 1, 2, scatter_storage=True)
+  ds = open_set(check_entry("pdb", raw, "test"), str(tmp_path))
+  np.testing.assert_array_equal(ds.trajectories[3, :], np.moveaxis(trajectories[0], 2, 0))  # test = data_0
