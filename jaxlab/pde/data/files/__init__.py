@@ -3,7 +3,7 @@
 Layouts: DPOT's (one HDF5 file with ``data`` (N, X, Y, T[, C]), or a scatter-storage folder of
 ``data_{i}.hdf5``), PDEBench's 2-D compressible NS and per-sample-group files, and The Well's
 format (read with h5py: its own package needs torch). A master table in DPOT's style names the
-sets (:mod:`~jaxlab.pde.data.files.master`); :func:`open_set` turns an entry into a
+sets (``jaxlab.pde.data.files.master``); :func:`open_set` turns an entry into a
 :class:`~jaxlab.pde.data.PDEDataset` whose trajectories are read on indexing, so
 :func:`~jaxlab.pde.data.mixture_batch` reads only the rows a process needs::
 

@@ -18,6 +18,7 @@ from jaxlab.pde.data.files.master import MasterEntry, load_master
 from jaxlab.pde.data.files.open import open_set
 from jaxlab.pde.data.loader import PDEDataset
 
+#: The environment variable naming the master table when ``data.master`` is empty.
 ENV_VAR = "JAXLAB_PDE_MASTER"
 
 

@@ -26,20 +26,20 @@ from typing import Any, Mapping
 
 from jaxlab.errors import InputError, check, is_int
 
-# DPOT's fields (utils/make_master_file.py:12-22; 'pred_channels' :279).
+#: DPOT's fields of a master-table entry (utils/make_master_file.py:12-22; 'pred_channels' :279).
 DPOT_FIELDS = ("train_path", "test_path", "train_size", "test_size", "scatter_storage", "t_test", "t_in",
                "t_total", "in_size", "n_channels", "downsample", "pred_channels")
 JAXLAB_FIELDS = ("format", "fields")
 REQUIRED = ("train_path", "test_path", "train_size", "test_size", "t_test")
-# format -> the layout: DPOT's own (one file, or scatter storage), PDEBench's 2-D CFD and per-sample
-# groups (diffusion-reaction, shallow water), The Well.
+#: The layouts a master-table entry's ``format`` names: DPOT's own (one file, or scatter storage),
+#: PDEBench's 2-D CFD and per-sample groups (diffusion-reaction, shallow water), The Well.
 FORMATS = ("dpot", "pdebench_cfd", "pdebench_groups", "the_well")
 TABLE_NAME = "DATASET_DICT"  # the official table's variable
 
 
 @dataclasses.dataclass(frozen=True)
 class MasterEntry:
-  """One data set of a master table, checked; paths as written in the table (see :func:`resolve`).
+  """One data set of a master table, checked; paths as written in the table (see ``resolve`` in this module).
 
   Attributes follow DPOT's field names; ``t_in`` is informative in DPOT ("not necessary used")
   and so here; ``t_total``, ``in_size`` and ``n_channels``, when given, are checked against the

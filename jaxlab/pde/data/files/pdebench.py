@@ -28,7 +28,7 @@ import numpy as np
 from jaxlab.errors import InputError, check
 from jaxlab.pde.data.files.records import Records, check_dtype, member, strided
 
-# DPOT's channel order for PDEBench's compressible NS (data_generation/preprocess.py:92).
+#: DPOT's channel order for PDEBench's compressible NS (data_generation/preprocess.py:92).
 CFD_FIELDS = ("Vx", "Vy", "density", "pressure")
 _ALLOWED_CFD = "PDEBench's 2-D CFD files hold density, pressure, Vx, Vy as (N, T, X, Y)"
 _ALLOWED_GROUPS = "PDEBench's per-sample files hold one group per sample with 'data' (T, X, Y, C)"
