@@ -27,7 +27,7 @@ before training, so a NaN record is reported at the start rather than when first
 and test trajectories are the table's ``train_size`` / ``test_size`` records; each set's test
 horizon is its ``t_test`` (``data.rollout_steps`` > 0 overrides it). ``data.resolution`` is DPOT's
 ``res`` (128). Fine-tuning (``:finetune``) uses the trainer's keys (``init_from.workdir``,
-``init_from.reinit``, ``optimizer.freeze``; README, "Fine-tuning from the command line"), the
+``init_from.reinit``, ``optimizer.freeze``; docs/guides/checkpoints.md, "Fine-tuning"), the
 official fine-tuning noise 0 (its warm-up fraction 40 / 200 is pre-training's 0.2); the pre-trained run's channel count,
 padding, t_in and t_out must match (checked before training).
 """
