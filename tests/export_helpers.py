@@ -1,4 +1,4 @@
-"""``jax.export`` for GPU and TPU on this CPU-only machine (tests/test_export.py, tests/train/test_export.py).
+"""``jax.export`` for GPU and TPU on this CPU-only machine (tests/test_export.py, tests/train/test_step_export.py).
 
 ``jax.export.export(fn, platforms=...)`` lowers a jitted program to StableHLO for platforms that
 are not present: every primitive needs a lowering rule for each platform, and a custom call must

@@ -122,7 +122,7 @@ class TrainSetup:
 
   ``train_step(k)`` is the jitted step program the trainer runs for calls of ``k`` steps, so code
   that needs that program without training (``jax.export`` for another platform,
-  tests/train/test_export.py) gets the trainer's own, with its real shardings.
+  tests/train/test_step_export.py) gets the trainer's own, with its real shardings.
 
   Attributes:
     config: the experiment config.
