@@ -105,6 +105,7 @@ def test_dpot_soft_moe_on_a_data_model_expert_mesh_exports(data_dir):
   assert dict(setup.mesh.shape) == {"data": 2, "model": 2, "expert": 2} and exported.nr_devices == 8
   shardings = dict(zip((jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(setup.abstract_state)[0]),
                        exported.in_shardings_jax(setup.mesh)))
-  w1 = [s for path, s in shardings.items() if path.endswith("['mlp']['experts']['w1']") and ".params" in path]
-  assert w1 and all(s.spec == jax.sharding.PartitionSpec("expert", None, "model") for s in w1), w1
+  w1 = {path: s for path, s in shardings.items() if path.endswith("['mlp']['experts']['w1']")}
+  assert any(p.startswith(".params") for p in w1) and any(".opt_state" in p for p in w1), list(w1)  # and moments
+  assert all(s.spec == jax.sharding.PartitionSpec("expert", None, "model") for s in w1.values()), w1
   assert BARRIER not in exported.mlir_module()
