@@ -6,8 +6,11 @@ Q over 6 actions; against flatten 1600 -> Dense(512) -> ReLU -> Q. Both time
 ``value_and_grad`` of a TD-like loss w.r.t. the head parameters AND the input features (the
 gradient that flows on into the encoder), jitted, at batch 32 and 128. Variants of the MoE head:
 
-  softmoe         jaxlab.moe.soft_moe (the default: fast kernel, two exponentials, exact)
-  softmoe_1exp    soft_moe(single_exponential=True)
+  softmoe         jaxlab.moe.soft_moe (the default impl="auto": on CPU the fast kernel, two
+                  exponentials, exact; chosen by jax.lax.platform_dependent when lowered)
+  softmoe_kernel  soft_moe(impl="cpu_kernel"): the kernel called directly (``--heads`` only;
+                  shows that "auto" costs nothing on CPU)
+  softmoe_1exp    soft_moe(single_exponential=True, impl="cpu_kernel")
   softmoe_einsum  the straightforward einsum version with autodiff (soft_moe_einsum)
 
 All heads are timed in interleaved rounds (each round runs every head once, ``inner`` calls
@@ -66,7 +69,8 @@ def make_heads(key: jax.Array) -> dict[str, tuple[Callable, dict]]:
   heads = {
       "dense": (dense, dense_params),
       "softmoe": (lambda p, x: q_head(p, soft_moe(p, x)[0]), moe_params),
-      "softmoe_1exp": (lambda p, x: q_head(p, soft_moe(p, x, single_exponential=True)[0]),
+      "softmoe_kernel": (lambda p, x: q_head(p, soft_moe(p, x, impl="cpu_kernel")[0]), moe_params),
+      "softmoe_1exp": (lambda p, x: q_head(p, soft_moe(p, x, single_exponential=True, impl="cpu_kernel")[0]),
                        moe_params),
       "softmoe_einsum": (lambda p, x: q_head(p, soft_moe_einsum(p, x)), moe_params),
   }

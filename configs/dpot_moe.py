@@ -16,7 +16,9 @@ Arguments: "" (Soft MoE, NS nu=1e-3, 64^2, 10 input frames, cpu_small DPOT), "de
 with the dense MLP: the two differ only in ``model.mlp`` and the sharding rules that follow it),
 "tiny" / "dense_tiny" (32^2, seconds). Model keys beyond ``configs/dpot_pde.py``'s:
 ``model.mlp`` ("dense" | "softmoe"), ``model.num_experts``, ``model.slots_per_expert`` (0: from
-``model.capacity_factor``, p = ceil(h*w * capacity_factor / num_experts)).
+``model.capacity_factor``, p = ceil(h*w * capacity_factor / num_experts)), ``model.moe_impl`` ("auto":
+the Soft MoE's CPU kernel on CPU, its einsum form on GPU/TPU, chosen when the step is lowered;
+"cpu_kernel" | "einsum" force one; ``jaxlab.moe.soft_moe``).
 """
 
 import ml_collections
@@ -49,6 +51,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.model.num_experts = NUM_EXPERTS
   c.model.slots_per_expert = 0
   c.model.capacity_factor = 1.0
+  c.model.moe_impl = "auto"
   # MoMo-Adam (Schaipp et al.): Adam's preconditioner with a Polyak-type step capped at the
   # learning rate; the relative-L2 loss is >= 0, so lower_bound 0.
   c.optimizer = ml_collections.ConfigDict({"name": "momo_adam", "learning_rate": 1e-3, "b1": 0.9, "b2": 0.999,

@@ -51,7 +51,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "encoder": "minatar", "head": "softmoe", "tokenizer": "per_conv", "num_experts": 8,
       "expert_hidden": 128, "width": 128, "width_multiplier": 1,
       # Top-1 auxiliary-loss weights (jaxlab.rl.dqn.td_loss); 0 = Dopamine's released configs
-      "importance_weight": 0.0, "load_balancing_weight": 0.0})
+      "importance_weight": 0.0, "load_balancing_weight": 0.0,
+      # Soft MoE implementation (jaxlab.moe.soft_moe): "auto" = the CPU kernel on CPU, the einsum
+      # form on GPU/TPU, chosen when the step is lowered; "cpu_kernel" / "einsum" force one
+      "moe_impl": "auto"})
   c.dqn = ml_collections.ConfigDict({
       "gamma": 0.99,
       "update_period": 4,               # environment frames (all envs together) per update

@@ -86,8 +86,27 @@ def _check_inputs(params: Params, x: jax.Array) -> None:
   check(phi.shape[1] == n, f"router phi has {phi.shape[1]} experts but the experts have {n}")
 
 
+IMPLS = ("auto", "cpu_kernel", "einsum")
+
+
+def check_impl(impl: str, single_exponential: bool, impl_name: str = "impl",
+               single_name: str = "single_exponential") -> None:
+  """InputError ``<impl_name>=...`` for an ``impl`` not in :data:`IMPLS`, or for
+  ``single_exponential=True`` without the kernel it is an option of (static: runs at trace time).
+
+  ``impl_name`` / ``single_name`` are how the caller spells the two settings (a module
+  attribute, a config key), so that the message names what the user set.
+  """
+  check(impl in IMPLS, f"{impl_name}={impl!r}; choose one of {IMPLS}")
+  errors.check_bool(single_exponential, single_name)
+  check(not single_exponential or impl == "cpu_kernel",
+        f"{single_name}=True with {impl_name}={impl!r}: single_exponential is an option of the CPU kernel; "
+        f"set {impl_name}='cpu_kernel' (impl='auto' runs the exact einsum form on GPU/TPU)")
+
+
 def soft_moe(params: Params, x: jax.Array, *, normalize: bool = False,
-             single_exponential: bool = False) -> tuple[jax.Array, dict[str, jax.Array]]:
+             single_exponential: bool = False,
+             impl: str = "auto") -> tuple[jax.Array, dict[str, jax.Array]]:
   """Soft MoE on tokens ``x`` [b, m, d] -> (outputs [b, m, d], stats).
 
   Puigcerver et al. Eqs. 1-3 with logits ``L = x phi`` (Eq. 1 without normalisation):
@@ -95,39 +114,89 @@ def soft_moe(params: Params, x: jax.Array, *, normalize: bool = False,
   slot inputs ``X~ = D^T x``, each expert's MLP on its ``p`` slots, ``Y = C f(X~)``. Each sample
   is its own routing group (as dopamine, which vmaps the layer over the batch).
 
-  Runs through a kernel with a hand-written backward (``_soft_moe_kernel``) that is equal to
-  :func:`soft_moe_einsum` but several times faster on CPU. ``single_exponential`` uses one
-  exponential for both softmaxes (faster still, exact only while logits in a sample span < ~80;
-  beyond that slots get NaN inputs, so it is off by default).
+  Two implementations compute the same function (equal within float32 rounding; forward and
+  gradients are tested against each other):
 
-  The stats (see :func:`soft_moe_stats`) are computed under ``stop_gradient``; under ``jit``
-  they cost nothing unless used.
+  * ``"cpu_kernel"``: a kernel with a hand-written backward (``_soft_moe_kernel``), several times
+    faster than the einsum form on XLA:CPU. Its ``optimization_barrier`` calls steer XLA:CPU's dot
+    emitter; on GPU/TPU they only block fusions.
+  * ``"einsum"``: :func:`soft_moe_einsum`'s einsums with the autodiff backward, which XLA's GPU
+    and TPU compilers fuse freely.
+
+  ``impl="auto"`` (default) picks per platform when the program is lowered
+  (``jax.lax.platform_dependent``): the kernel on CPU, the einsum form on every other platform.
+  So one jitted or exported program is right wherever it runs, including ``jax.export`` for GPU
+  or TPU from a CPU host, where ``jax.default_backend()`` at trace time would be wrong.
+
+  Args:
+    params: ``{"router": {"phi", "scale"?}, "experts": {"w1", "b1", "w2", "b2"}}``.
+    x: tokens [b, m, d].
+    normalize: l2-normalise tokens and phi for the logits, with the learned ``router/scale``.
+    single_exponential: one exponential for both softmaxes (an option of the CPU kernel, so
+      only with ``impl="cpu_kernel"``; faster still, exact only while the logits of a sample
+      span < ~80; beyond that slots get NaN inputs, so it is off by default).
+    impl: ``"auto"``, ``"cpu_kernel"`` or ``"einsum"`` (see above).
+
+  Returns:
+    ``(y [b, m, d], stats)``; the stats (see :func:`soft_moe_stats`) are computed under
+    ``stop_gradient``; under ``jit`` they cost nothing unless used.
+
+  Raises:
+    InputError: for shapes that do not fit, an unknown ``impl``, or ``single_exponential``
+      without ``impl="cpu_kernel"``.
+
+  Examples:
+    >>> import jax, jax.numpy as jnp
+    >>> from jaxlab.moe import init_soft_moe, soft_moe
+    >>> params = init_soft_moe(jax.random.key(0), token_dim=8, num_experts=4, slots_per_expert=2,
+    ...                        expert_hidden=16)
+    >>> y, stats = jax.jit(soft_moe)(params, jnp.ones((2, 8, 8)))  # impl="auto"
+    >>> y.shape, stats["expert_load"].shape
+    ((2, 8, 8), (4,))
+    >>> y_einsum, _ = jax.jit(lambda p, x: soft_moe(p, x, impl="einsum"))(params, jnp.ones((2, 8, 8)))
   """
   _check_inputs(params, x)
+  check_impl(impl, single_exponential)
   xl, phi2 = router_inputs(params, x, normalize)
-  e = params["experts"]
-  y = _soft_moe_kernel.soft_moe_mix(xl, phi2, x, e["w1"], e["b1"], e["w2"], e["b2"],
-                                    single_exponential)
+  n = params["router"]["phi"].shape[1]
+
+  def kernel(xl, phi2, x, e):
+    return _soft_moe_kernel.soft_moe_mix(xl, phi2, x, e["w1"], e["b1"], e["w2"], e["b2"], single_exponential)
+
+  def einsum(xl, phi2, x, e):
+    return _einsum_mix(xl, phi2, x, e, n)
+
+  operands = (xl, phi2, x, params["experts"])
+  if impl == "auto":
+    y = jax.lax.platform_dependent(*operands, cpu=kernel, default=einsum)
+  else:
+    y = (kernel if impl == "cpu_kernel" else einsum)(*operands)
   b, m, d = x.shape
   logits = (xl.reshape(b * m, d) @ phi2).reshape(b, m, *params["router"]["phi"].shape[1:])
   return y, soft_moe_stats(jax.lax.stop_gradient(logits))
 
 
-def soft_moe_einsum(params: Params, x: jax.Array, *, normalize: bool = False) -> jax.Array:
-  """The straightforward einsum Soft MoE (Puigcerver et al. Eqs. 1-3), autodiff backward.
-
-  The readable definition that :func:`soft_moe` is tested against (and benchmarked against).
-  """
-  _check_inputs(params, x)
-  xl, phi2 = router_inputs(params, x, normalize)
-  n, p = params["router"]["phi"].shape[1:]
+def _einsum_mix(xl: jax.Array, phi2: jax.Array, x: jax.Array, experts: Params, n: int) -> jax.Array:
+  """Puigcerver et al. Eqs. 1-3 as einsums: logits ``xl @ phi2`` [d, n*p], dispatch, experts, combine."""
+  p = phi2.shape[1] // n
   logits = jnp.einsum("bmd,dnp->bmnp", xl, phi2.reshape(-1, n, p))
   dispatch = jax.nn.softmax(logits, axis=1)
   combine = jax.nn.softmax(logits, axis=(2, 3))
   slots = jnp.einsum("bmd,bmnp->nbpd", x, dispatch)
   b, d = x.shape[0], x.shape[-1]
-  outs = experts_lib.apply_experts(params["experts"], slots.reshape(n, b * p, d))
+  outs = experts_lib.apply_experts(experts, slots.reshape(n, b * p, d))
   return jnp.einsum("nbpd,bmnp->bmd", outs.reshape(n, b, p, d), combine)
+
+
+def soft_moe_einsum(params: Params, x: jax.Array, *, normalize: bool = False) -> jax.Array:
+  """The straightforward einsum Soft MoE (Puigcerver et al. Eqs. 1-3), autodiff backward.
+
+  The readable definition that :func:`soft_moe` is tested against (and benchmarked against), and
+  what ``soft_moe(impl="einsum")`` (``impl="auto"`` off CPU) computes.
+  """
+  _check_inputs(params, x)
+  xl, phi2 = router_inputs(params, x, normalize)
+  return _einsum_mix(xl, phi2, x, params["experts"], params["router"]["phi"].shape[1])
 
 
 def _entropy(probs: jax.Array, axis) -> jax.Array:

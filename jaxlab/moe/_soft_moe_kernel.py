@@ -4,8 +4,9 @@ Puigcerver et al., "From Sparse to Soft Mixtures of Experts" (ICLR 2024), Sec. 2
 ``D = softmax_m(L)``, ``C = softmax_{n,p}(L)``, ``X~ = D^T X``, ``Y = C f(X~)``, with router
 logits ``L = X Phi``. Mathematically this equals :func:`jaxlab.moe.soft_moe_einsum`;
 it exists because the straightforward einsum version (and its autodiff backward) runs 5-14x
-slower than a dense layer of the same FLOPs on XLA:CPU. What makes it fast (BUILD_NOTES.md,
-"Performance: the Soft-MoE layer", has the measurements):
+slower than a dense layer of the same FLOPs on XLA:CPU. It is tuned for XLA:CPU only:
+:func:`jaxlab.moe.soft_moe` runs it on CPU and the einsum form on GPU/TPU (``impl="auto"``).
+What makes it fast (BUILD_NOTES.md, "Performance: the Soft-MoE layer", has the measurements):
 
 * Normalisers from the contractions: combine weights ``E = exp(L - rowmax)`` and dispatch
   weights ``exp(L - colmax)`` stay unnormalised; the dispatch normaliser is an extra row of the

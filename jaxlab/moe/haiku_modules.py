@@ -45,13 +45,14 @@ class SoftMoE(hk.Module):
 
   def __init__(self, num_experts: int, expert_hidden: int, capacity_factor: float = 1.0,
                num_slots: Optional[int] = None, normalize: bool = False,
-               single_exponential: bool = False, param_dtype: jnp.dtype = jnp.float32,
-               name: Optional[str] = "soft_moe"):
+               single_exponential: bool = False, impl: str = "auto",
+               param_dtype: jnp.dtype = jnp.float32, name: Optional[str] = "soft_moe"):
     super().__init__(name=name)
     check_moe_settings("SoftMoE", num_experts, expert_hidden, capacity_factor, num_slots)
+    soft_lib.check_impl(impl, single_exponential, "SoftMoE.impl", "SoftMoE.single_exponential")
     self.num_experts, self.expert_hidden = num_experts, expert_hidden
     self.capacity_factor, self.num_slots = capacity_factor, num_slots
-    self.normalize, self.single_exponential = normalize, single_exponential
+    self.normalize, self.single_exponential, self.impl = normalize, single_exponential, impl
     self.param_dtype = param_dtype
 
   def __call__(self, x: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
@@ -64,7 +65,7 @@ class SoftMoE(hk.Module):
     experts = _get_group("experts", lambda key: experts_lib.init_experts(
         key, self.num_experts, d, self.expert_hidden, self.param_dtype))
     return soft_lib.soft_moe({"router": router, "experts": experts}, x, normalize=self.normalize,
-                             single_exponential=self.single_exponential)
+                             single_exponential=self.single_exponential, impl=self.impl)
 
 
 class Top1MoE(hk.Module):

@@ -49,7 +49,9 @@ class SoftMoE(nn.Module):
     capacity_factor: slots per expert p = ceil(m * capacity_factor / n), unless ``num_slots``.
     num_slots: slots per expert (an int >= 1), overriding ``capacity_factor``; None: from it.
     normalize: l2-normalise tokens and phi for the logits, with a learned scale.
-    single_exponential: see :func:`jaxlab.moe.soft_moe`.
+    single_exponential: see :func:`jaxlab.moe.soft_moe` (only with ``impl="cpu_kernel"``).
+    impl: ``"auto"`` (the CPU kernel on CPU, the einsum form elsewhere, chosen when the program
+      is lowered), ``"cpu_kernel"`` or ``"einsum"``; see :func:`jaxlab.moe.soft_moe`.
     param_dtype: dtype of the parameters.
   """
 
@@ -59,11 +61,13 @@ class SoftMoE(nn.Module):
   num_slots: Optional[int] = None
   normalize: bool = False
   single_exponential: bool = False
+  impl: str = "auto"
   param_dtype: jnp.dtype = jnp.float32
 
   @nn.compact
   def __call__(self, x: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
     check_moe_settings("SoftMoE", self.num_experts, self.expert_hidden, self.capacity_factor, self.num_slots)
+    soft_lib.check_impl(self.impl, self.single_exponential, "SoftMoE.impl", "SoftMoE.single_exponential")
     check_tokens("SoftMoE", x)
     d = x.shape[-1]
     p = self.num_slots if self.num_slots is not None else soft_lib.num_slots(
@@ -73,7 +77,7 @@ class SoftMoE(nn.Module):
     experts = self.param("experts", lambda key: experts_lib.init_experts(
         key, self.num_experts, d, self.expert_hidden, self.param_dtype))
     return soft_lib.soft_moe({"router": router, "experts": experts}, x, normalize=self.normalize,
-                             single_exponential=self.single_exponential)
+                             single_exponential=self.single_exponential, impl=self.impl)
 
 
 class Top1MoE(nn.Module):

@@ -57,6 +57,7 @@ import numpy as np
 
 from jaxlab.errors import check, check_bool, check_int, check_positive
 from jaxlab.moe import SoftMoE, num_slots
+from jaxlab.moe._soft_moe import check_impl
 from jaxlab.pde.afno import AFNO2D
 from jaxlab.pde.layers import (dense, get_activation, grid_coordinates, group_norm, init_dense, init_dense_layers,
                                torch_linspace, unpatchify)
@@ -187,7 +188,8 @@ class DPOTBlock(nn.Module):
   sample as tokens. Each expert has the dense MLP's hidden width, so with n*p == h*w slots every
   slot passes through one expert MLP of the dense MLP's size: the expert FLOPs equal the dense
   MLP's and the router (logits, dispatch, combine: ~3 * 2 (h*w) n p D per sample) comes on top.
-  The experts use ReLU (the Soft MoE layer's, as dopamine's experts), not ``act``.
+  The experts use ReLU (the Soft MoE layer's, as dopamine's experts), not ``act``. ``moe_impl``
+  is the Soft MoE's ``impl`` (``"auto"``: the CPU kernel on CPU, the einsum form on GPU/TPU).
   ``scan_carry=True`` gives the ``(carry, x) -> (carry, None)`` signature ``nn.scan`` needs.
   """
   width: int
@@ -200,6 +202,7 @@ class DPOTBlock(nn.Module):
   num_experts: int = 4
   slots_per_expert: int = 0       # 0: from capacity_factor (p = ceil(h*w * capacity_factor / n))
   capacity_factor: float = 1.0
+  moe_impl: str = "auto"
 
   @nn.compact
   def __call__(self, h: Array, _: Any = None) -> Any:
@@ -223,7 +226,7 @@ class DPOTBlock(nn.Module):
     else:
       b, nx, ny, d = z.shape
       moe = SoftMoE(num_experts=self.num_experts, expert_hidden=hidden, capacity_factor=self.capacity_factor,
-                    num_slots=self.slots_per_expert or None, name="mlp")
+                    num_slots=self.slots_per_expert or None, impl=self.moe_impl, name="mlp")
       y, stats = moe(z.reshape(b, nx * ny, d))
       self.sow("intermediates", "moe_expert_load", stats["expert_load"])
       out = h + y.reshape(b, nx, ny, d)
@@ -263,6 +266,7 @@ class DPOT(nn.Module):
   num_experts: int = 4
   slots_per_expert: int = 0       # 0: ceil(latent_size**2 * capacity_factor / num_experts)
   capacity_factor: float = 1.0
+  moe_impl: str = "auto"          # Soft MoE implementation: "auto" | "cpu_kernel" | "einsum" (jaxlab.moe.soft_moe)
 
   @property
   def patch_hidden(self) -> int:
@@ -311,6 +315,7 @@ class DPOT(nn.Module):
     check_int(self.slots_per_expert, "slots_per_expert", minimum=0, meaning="DPOT: 0 = from capacity_factor")
     check_positive(self.capacity_factor, "capacity_factor",
                    "DPOT: slots per expert = ceil(latent pixels * factor / num_experts) when slots_per_expert=0")
+    check_impl(self.moe_impl, False, "moe_impl")
     if self.mlp == "softmoe" and not self.slots_per_expert:
       num_slots(self.latent_size ** 2, self.num_experts, self.capacity_factor)  # InputError if 0 slots
 
@@ -332,7 +337,7 @@ class DPOT(nn.Module):
   def _block_stack(self, h: Array) -> Array:
     kwargs = dict(width=self.embed_dim, n_blocks=self.n_blocks, modes=self.modes, mlp_ratio=self.mlp_ratio,
                   act=self.act, mlp=self.mlp, num_experts=self.num_experts, slots_per_expert=self.slots_per_expert,
-                  capacity_factor=self.capacity_factor)
+                  capacity_factor=self.capacity_factor, moe_impl=self.moe_impl)
     if self.scan_blocks:
       block = nn.remat(DPOTBlock, prevent_cse=False) if self.remat else DPOTBlock
       stack = nn.scan(block, variable_axes={"params": 0, "intermediates": 0}, split_rngs={"params": True},

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 
 from jaxlab.errors import check, check_bool, check_int
 from jaxlab.moe import modules as moe_modules
+from jaxlab.moe._soft_moe import check_impl
 from jaxlab.rl import networks_encoders as encoders
 from jaxlab.rl import networks_tokens as tokens
 
@@ -48,7 +49,10 @@ class QNetwork(nn.Module):
     width_multiplier: dense head width = width * width_multiplier ("dense xN").
     capacity_factor: Soft MoE slots per expert ceil(m * cf / n); Top-1 tokens per expert.
     normalize: Soft MoE l2-normalised routing with a learned scale.
-    single_exponential: Soft MoE kernel option (see ``jaxlab.moe.soft_moe``).
+    single_exponential: Soft MoE kernel option (see ``jaxlab.moe.soft_moe``; needs
+      ``moe_impl="cpu_kernel"``).
+    moe_impl: Soft MoE implementation, ``"auto"`` (the CPU kernel on CPU, the einsum form on
+      GPU/TPU, chosen when the program is lowered), ``"cpu_kernel"`` or ``"einsum"``.
     patch_size: the "per_patch" tokenizer's patch size.
     embedding_size: the "per_patch" tokenizer's embedding size.
     importance_weight: weight of the Top-1 head's importance loss in the TD loss
@@ -69,6 +73,7 @@ class QNetwork(nn.Module):
   capacity_factor: float = 1.0
   normalize: bool = False
   single_exponential: bool = False
+  moe_impl: str = "auto"
   patch_size: Sequence[int] = (3, 3)
   embedding_size: int = 64
   importance_weight: float = 0.0
@@ -91,6 +96,7 @@ class QNetwork(nn.Module):
     tokens.check_patch_settings("QNetwork", self.embedding_size, self.patch_size)
     check_bool(self.normalize, "QNetwork.normalize")
     check_bool(self.single_exponential, "QNetwork.single_exponential")
+    check_impl(self.moe_impl, self.single_exponential, "QNetwork.moe_impl", "QNetwork.single_exponential")
     for name in ("importance_weight", "load_balancing_weight"):
       w = getattr(self, name)
       check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
@@ -119,7 +125,7 @@ class QNetwork(nn.Module):
       if self.head == "softmoe":
         y, stats = moe_modules.SoftMoE(
             self.num_experts, self.expert_hidden, self.capacity_factor,
-            normalize=self.normalize, single_exponential=self.single_exponential)(x)
+            normalize=self.normalize, single_exponential=self.single_exponential, impl=self.moe_impl)(x)
       else:
         y, stats = moe_modules.Top1MoE(self.num_experts, self.expert_hidden,
                                        self.capacity_factor)(x)

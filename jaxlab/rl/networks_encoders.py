@@ -20,17 +20,36 @@ _INIT = nn.initializers.xavier_uniform()
 ENCODERS = ("minatar", "nature")
 
 
+CONVS = ("auto", "patches", "xla")
+
+
+def _patch_matmul(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Array:
+  """3x3 SAME convolution as one matmul over the 9 shifted copies of ``x`` (im2col)."""
+  c, h, w = x.shape[-1], x.shape[1], x.shape[2]
+  padded = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+  patches = jnp.concatenate([padded[:, i:i + h, j:j + w, :] for i in range(3) for j in range(3)], axis=-1)
+  return patches @ kernel.reshape(9 * c, kernel.shape[-1]) + bias
+
+
+def _xla_conv(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Array:
+  """The same convolution as XLA's convolution op (what ``nn.Conv`` computes)."""
+  return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")) + bias
+
+
 class PatchConv3x3(nn.Module):
   """A 3x3, stride 1, SAME convolution computed as im2col patches @ kernel.
 
   Same parameters (``kernel [3, 3, C, F]``, ``bias [F]``) and outputs as ``nn.Conv(F, (3, 3))``.
   Why: inside a ``lax.scan`` (the jitted RL loop) XLA:CPU runs small convolutions and their
   gradients several times slower than the same work as one matmul; outside loops the two cost
-  about the same.
+  about the same. That is XLA:CPU's tuning, so with ``cpu_only=True`` the patch matmul runs on
+  CPU and XLA's convolution op (``nn.Conv``'s) on every other platform, chosen when the program
+  is lowered (``jax.lax.platform_dependent``).
   """
 
   features: int
   kernel_init: nn.initializers.Initializer = _INIT
+  cpu_only: bool = False
 
   @nn.compact
   def __call__(self, x: jax.Array) -> jax.Array:
@@ -38,29 +57,30 @@ class PatchConv3x3(nn.Module):
     c = x.shape[-1]
     kernel = self.param("kernel", self.kernel_init, (3, 3, c, self.features))
     bias = self.param("bias", nn.initializers.zeros, (self.features,))
-    padded = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
-    h, w = x.shape[1], x.shape[2]
-    patches = jnp.concatenate([padded[:, i:i + h, j:j + w, :] for i in range(3) for j in range(3)], axis=-1)
-    return patches @ kernel.reshape(9 * c, self.features) + bias
+    if self.cpu_only:
+      return jax.lax.platform_dependent(x, kernel, bias, cpu=_patch_matmul, default=_xla_conv)
+    return _patch_matmul(x, kernel, bias)
 
 
 class MinAtarEncoder(nn.Module):
   """Conv(16, 3x3) + ReLU on MinAtar's 10x10xC boolean grids (cast to float32).
 
-  ``conv="patches"`` (default) computes the convolution as a matmul over 3x3 patches (same
-  params and values as ``conv="xla"``, ``nn.Conv``; faster inside the jitted RL loop on CPU).
+  ``conv`` (same params and values in each case): ``"xla"`` is ``nn.Conv``; ``"patches"``
+  computes the convolution as a matmul over 3x3 patches (faster inside the jitted RL loop on
+  CPU); ``"auto"`` (default) is the patch matmul on CPU and XLA's convolution elsewhere
+  (``PatchConv3x3(cpu_only=True)``).
   """
 
   features: int = 16
-  conv: str = "patches"
+  conv: str = "auto"
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
-    check(self.conv in ("patches", "xla"), f"conv={self.conv!r}; choose 'patches' or 'xla'")
+    check(self.conv in CONVS, f"conv={self.conv!r}; choose one of {CONVS}")
     check_int(self.features, "MinAtarEncoder.features")
     x = obs.astype(jnp.float32)
-    if self.conv == "patches":
-      return nn.relu(PatchConv3x3(self.features, name="Conv_0")(x))
+    if self.conv != "xla":
+      return nn.relu(PatchConv3x3(self.features, cpu_only=self.conv == "auto", name="Conv_0")(x))
     return nn.relu(nn.Conv(self.features, (3, 3), strides=(1, 1), kernel_init=_INIT)(x))
 
 

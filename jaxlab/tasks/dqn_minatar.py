@@ -266,7 +266,8 @@ def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task,
               update_extra=dqn.periodic_sync(d.target_update_period // frames_per_step),
               throughput={"frames": frames_per_step},
               description=f"DQN {e.name}, {config.network.head} head",
-              resume_safe=("dqn.eval_envs", "dqn.eval_steps", "dqn.eval_epsilon"))  # evaluation only
+              # evaluation only, and the Soft MoE implementation (the same function on any platform)
+              resume_safe=("dqn.eval_envs", "dqn.eval_steps", "dqn.eval_epsilon", "network.moe_impl"))
   fns = {"q_values": jax.jit(lambda params, obs: q_fn(params, obs)[0]),
          "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_fn(params, obs)[0], axis=-1).astype(jnp.int32)),
          "play": jax.jit(play, static_argnames=("num_envs", "max_steps"))}

@@ -511,7 +511,8 @@ def pde_operator_with_inference(config: ml_collections.ConfigDict) -> tuple[Task
   task = Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               throughput={"samples": config.batch_size},
               description=f"{config.model.name} on {'+'.join(ds.name for ds in datasets)}" + _paper_count(config),
-              resume_safe=("data.eval_trajectories", "data.rollout_steps"))  # evaluation only
+              # evaluation only, and the Soft MoE implementation (the same function on any platform)
+              resume_safe=("data.eval_trajectories", "data.rollout_steps", "model.moe_impl"))
 
   def predict(params, x):
     out = model.apply({"params": params}, x)

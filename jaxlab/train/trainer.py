@@ -117,6 +117,89 @@ def build_state_init(config: ml_collections.ConfigDict, task: Task | None = None
   return task, runs, optimizer, init_fn, (jax.random.key(config.seed),)
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainSetup:
+  """What the trainer builds before any state exists or anything compiles.
+
+  ``train_step(k)`` is the jitted step program the trainer runs for calls of ``k`` steps, so code
+  that needs that program without training (``jax.export`` for another platform,
+  tests/train/test_step_export.py) gets the trainer's own, with its real shardings.
+
+  Attributes:
+    config: the experiment config.
+    mesh: the device mesh (``config.mesh``).
+    task, runs, optimizer, init, init_args: as returned by :func:`build_state_init`.
+    abstract_state: ``jax.eval_shape`` of the initial ``TrainState``.
+    state_sharding: its ``NamedSharding`` tree (``config.sharding_rules``, FSDP, run axis).
+    report: the sharding report of ``abstract_state``.
+  """
+  config: ml_collections.ConfigDict
+  mesh: jax.sharding.Mesh
+  task: Task
+  runs: Runs | None
+  optimizer: Any
+  init: Callable[..., TrainState]
+  init_args: tuple
+  abstract_state: Any
+  state_sharding: Any
+  report: sharding_lib.ShardingReport
+
+  def batch_sharding(self, k: int) -> jax.sharding.NamedSharding:
+    """The sharding of a call's batch: ``[k?, runs?, B, ...]`` with ``B`` (or the runs) over "data"."""
+    lead = [None] * (k > 1)
+    spec = lead + (["data", None] if self.runs is not None else ["data"])
+    return jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec(*spec))
+
+  def train_step(self, k: int) -> TrainStep:
+    """The jitted, sharded step program for calls of ``k`` steps (``make_train_step``)."""
+    config, task, runs = self.config, self.task, self.runs
+    spec = None
+    if task.host_batch is not None:
+      spec = input_pipeline.batch_spec(task.host_batch, config.batch_size,
+                                       leading=(k,) * (k > 1) + ((runs.size,) if runs else ()),
+                                       seed=config.seed)
+    return make_train_step(
+        task.loss_fn, self.optimizer, state_sharding=self.state_sharding,
+        batch_sharding=self.batch_sharding(k), batch_spec=spec,
+        skip_nonfinite=config.skip_nonfinite, update_extra=task.update_extra,
+        collect=task.collect, grad_accum_steps=config.grad_accum_steps, remat=config.remat,
+        compute_dtype=None if config.compute_dtype == "float32" else config.compute_dtype,
+        steps_per_call=k, vmap_runs=runs is not None)
+
+
+def make_train_setup(config: ml_collections.ConfigDict,
+                     devices: Sequence[jax.Device] | None = None) -> TrainSetup:
+  """The trainer's set-up of ``config``: mesh, task, optimizer, runs and state shardings.
+
+  Checks the config, the mesh and the batch/run divisibility (``InputError`` naming the key);
+  initialises and compiles nothing.
+
+  Args:
+    config: an experiment config.
+    devices: devices for the mesh (default: all).
+  """
+  validate_trainer_config(config)
+  mesh = make_mesh(config.mesh, devices)
+  if "data" not in mesh.shape:
+    raise InputError(f"the mesh needs a 'data' axis (size 1 for no data parallelism); got axes {tuple(mesh.shape)}")
+  task, runs, optimizer, init, init_args = build_state_init(config)
+  if runs is not None:
+    if runs.size % mesh.shape["data"]:
+      raise InputError(f"{runs.size} runs cannot be sharded over the 'data' mesh axis of size "
+                       f"{mesh.shape['data']}; use a multiple of it (or mesh=(('data', 1), ...))")
+  else:
+    sharding_lib.check_batch_divisible(config.batch_size, mesh)
+  # Sharding: rules apply to the whole state, so optimizer moments follow their parameters.
+  abstract_state = jax.eval_shape(init, *init_args)
+  sharding_lib.check_rules_match(abstract_state, config.sharding_rules)
+  state_sharding = sharding_lib.tree_shardings(
+      abstract_state, mesh, config.sharding_rules, fsdp_axis=config.fsdp_axis or None,
+      fsdp_min_size=config.fsdp_min_size, run_axis="data" if runs is not None else None)
+  report = sharding_lib.sharding_report(abstract_state, state_sharding, config.sharding_rules)
+  return TrainSetup(config, mesh, task, runs, optimizer, init, init_args, abstract_state, state_sharding,
+                    report)
+
+
 def make_evaluate(task: Task, vmap_runs: bool, state_sharding: Any = None
                   ) -> Callable[[TrainState], dict[str, jax.Array]] | None:
   """The trainer's evaluation, jitted: ``state -> {name: value}`` (None if the task has none).
@@ -152,37 +235,16 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
       killed there (for testing resumption).
     progress: show a tqdm bar.
   """
-  # Workdir and config.
+  # Workdir and config; mesh, task and optimizer, runs, sharding (make_train_setup).
   validate_trainer_config(config)
   ensure_writable(workdir)
-
-  # Mesh.
-  mesh = make_mesh(config.mesh, devices)
-  if "data" not in mesh.shape:
-    raise InputError(f"the mesh needs a 'data' axis (size 1 for no data parallelism); got axes {tuple(mesh.shape)}")
-
-  # Task and optimizer; runs.
-  task, runs, optimizer, init, init_args = build_state_init(config)
-  if runs is not None:
-    if runs.size % mesh.shape["data"]:
-      raise InputError(f"{runs.size} runs cannot be sharded over the 'data' mesh axis of size "
-                       f"{mesh.shape['data']}; use a multiple of it (or mesh=(('data', 1), ...))")
-  else:
-    sharding_lib.check_batch_divisible(config.batch_size, mesh)
-
-  # Sharding: rules apply to the whole state, so optimizer moments follow their parameters.
-  abstract_state = jax.eval_shape(init, *init_args)
-  sharding_lib.check_rules_match(abstract_state, config.sharding_rules)
-  state_sharding = sharding_lib.tree_shardings(
-      abstract_state, mesh, config.sharding_rules, fsdp_axis=config.fsdp_axis or None,
-      fsdp_min_size=config.fsdp_min_size, run_axis="data" if runs is not None else None)
-  report = sharding_lib.sharding_report(abstract_state, state_sharding, config.sharding_rules)
+  setup = make_train_setup(config, devices)
+  mesh, task, runs, optimizer = setup.mesh, setup.task, setup.runs, setup.optimizer
+  init, init_args, abstract_state, state_sharding = (setup.init, setup.init_args, setup.abstract_state,
+                                                     setup.state_sharding)
+  report = setup.report
   K = config.steps_per_call
-
-  def batch_sharding_for(k: int) -> jax.sharding.NamedSharding:
-    lead = [None] * (k > 1)
-    spec = lead + (["data", None] if runs is not None else ["data"])
-    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*spec))
+  batch_sharding_for = setup.batch_sharding
 
   # State: restore the latest readable checkpoint (of this config: RESUME_SAFE_KEYS may change),
   # or initialise already sharded; a fine-tuning source is checked before anything is compiled.
@@ -219,18 +281,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
 
     def program(k: int) -> TrainStep:
       if k not in programs:
-        spec = None
-        if task.host_batch is not None:
-          spec = input_pipeline.batch_spec(task.host_batch, config.batch_size,
-                                           leading=(k,) * (k > 1) + ((runs.size,) if runs else ()),
-                                           seed=config.seed)
-        programs[k] = make_train_step(
-            task.loss_fn, optimizer, state_sharding=state_sharding,
-            batch_sharding=batch_sharding_for(k), batch_spec=spec,
-            skip_nonfinite=config.skip_nonfinite, update_extra=task.update_extra,
-            collect=task.collect, grad_accum_steps=config.grad_accum_steps, remat=config.remat,
-            compute_dtype=None if config.compute_dtype == "float32" else config.compute_dtype,
-            steps_per_call=k, vmap_runs=runs is not None)
+        programs[k] = setup.train_step(k)
         first_call.add(k)
       return programs[k]
 

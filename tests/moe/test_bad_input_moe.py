@@ -45,8 +45,9 @@ def _experts(n: int = 2, d: int = 6, h: int = 4) -> dict:
   return {"w1": jnp.zeros((n, d, h)), "b1": jnp.zeros((n, h)), "w2": jnp.zeros((n, h, d)), "b2": jnp.zeros((n, d))}
 
 
-def _soft(x: jax.Array = TOKENS, **experts: int) -> Callable[[], Any]:
-  return lambda: soft_moe({"router": {"phi": jnp.zeros((6, 2, 3))}, "experts": _experts(**experts)}, x)
+def _soft(x: jax.Array = TOKENS, options: dict | None = None, **experts: int) -> Callable[[], Any]:
+  return lambda: soft_moe({"router": {"phi": jnp.zeros((6, 2, 3))}, "experts": _experts(**experts)}, x,
+                          **(options or {}))
 
 
 def _top1(x: jax.Array = TOKENS, **kw: Any) -> Callable[[], Any]:
@@ -113,6 +114,17 @@ CASES: list[Case] = [
     ("MoE pure", "soft_moe: no tokens", _soft(jnp.zeros((2, 0, 6))), "soft_moe tokens have shape (2, 0, 6)"),
     ("MoE pure", "soft_moe: experts with hidden width 0", _soft(h=0),
      "expert w1 has shape (2, 6, 0); need >= 1 expert and hidden width >= 1"),
+    # the implementation switch (issue 18); single_exponential exists only in the CPU kernel
+    ("MoE pure", "soft_moe: unknown impl", _soft(options={"impl": "gpu"}),
+     "impl='gpu'; choose one of ('auto', 'cpu_kernel', 'einsum')"),
+    ("MoE pure", "soft_moe: single_exponential without the kernel", _soft(options={"single_exponential": True}),
+     "single_exponential=True with impl='auto': single_exponential is an option of the CPU kernel; "
+     "set impl='cpu_kernel'"),
+    ("MoE flax", "Soft MoE impl 'kernel'", _flax(SoftMoE, impl="kernel"), "SoftMoE.impl='kernel'; choose one of"),
+    ("MoE flax", "Soft MoE single_exponential 'yes'", _flax(SoftMoE, single_exponential="yes", impl="cpu_kernel"),
+     "SoftMoE.single_exponential='yes'; must be True or False"),
+    ("MoE haiku", "Soft MoE single_exponential with the einsum", _haiku("SoftMoE", single_exponential=True, impl="einsum"),
+     "SoftMoE.single_exponential=True with SoftMoE.impl='einsum'"),
 ]
 
 

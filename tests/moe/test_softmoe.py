@@ -1,4 +1,4 @@
-"""Soft MoE layer: equations (float64 numpy), the fast kernel's VJP, stats and input checks."""
+"""Soft MoE layer: equations (float64 numpy), the fast kernel's VJP, the implementation switch, stats and input checks."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from jaxlab.errors import InputError
 from jaxlab.moe import init_soft_moe, num_slots, soft_moe, soft_moe_einsum, soft_moe_stats
+from tests.export_helpers import ACCELERATORS, BARRIER, export_for
 from tests.moe.conftest import numpy_soft_moe, soft_moe_tol
 from tests.tolerances import assert_close_to_scale, ops_rtol
 
@@ -17,7 +18,7 @@ from tests.tolerances import assert_close_to_scale, ops_rtol
 @pytest.mark.parametrize("single_exponential", [False, True])
 def test_matches_float64_equations(soft_setup, single_exponential):
   params, x = soft_setup
-  y, _ = jax.jit(lambda p, x: soft_moe(p, x, single_exponential=single_exponential))(params, x)
+  y, _ = jax.jit(lambda p, x: soft_moe(p, x, single_exponential=single_exponential, impl="cpu_kernel"))(params, x)
   chex.assert_shape(y, x.shape)
   assert_close_to_scale(y, numpy_soft_moe(params, x), soft_moe_tol(params, x))
   assert_close_to_scale(jax.jit(soft_moe_einsum)(params, x), numpy_soft_moe(params, x), soft_moe_tol(params, x))
@@ -37,13 +38,61 @@ def test_kernel_gradients_equal_autodiff_of_einsum(soft_setup, single_exponentia
   if normalize:
     params = dict(params, router=dict(params["router"], scale=jnp.asarray(2.0)))
   cot = jax.random.normal(jax.random.key(5), x.shape)
-  fast = lambda p, x: jnp.sum(soft_moe(p, x, normalize=normalize,
-                                       single_exponential=single_exponential)[0] * cot)
+  fast = lambda p, x: jnp.sum(soft_moe(p, x, normalize=normalize, single_exponential=single_exponential,
+                                       impl="cpu_kernel")[0] * cot)
   slow = lambda p, x: jnp.sum(soft_moe_einsum(p, x, normalize=normalize) * cot)
   g_fast = jax.jit(jax.grad(fast, argnums=(0, 1)))(params, x)
   g_slow = jax.jit(jax.grad(slow, argnums=(0, 1)))(params, x)
   # Two float32 routes; the backward pass rounds about as often again as the forward.
   assert_close_to_scale(g_fast, g_slow, 4 * soft_moe_tol(params, x, normalize))
+
+
+@pytest.mark.parametrize("impl", ["auto", "einsum"])  # "cpu_kernel": test_kernel_gradients_equal_autodiff_of_einsum
+def test_every_impl_equals_the_einsum_definition_forward_and_gradient(soft_setup, impl):
+  """Both paths of ``impl`` run on CPU ("auto" is the kernel here) against the einsum definition."""
+  params, x = soft_setup
+  cot = jax.random.normal(jax.random.key(5), x.shape)
+  y = jax.jit(lambda p, x: soft_moe(p, x, impl=impl)[0])(params, x)
+  assert_close_to_scale(y, numpy_soft_moe(params, x), soft_moe_tol(params, x))
+  grad = lambda f: jax.jit(jax.grad(lambda p, x: jnp.sum(f(p, x) * cot), argnums=(0, 1)))(params, x)
+  # Two float32 routes; the backward pass rounds about as often again as the forward.
+  assert_close_to_scale(grad(lambda p, x: soft_moe(p, x, impl=impl)[0]), grad(soft_moe_einsum),
+                        4 * soft_moe_tol(params, x))
+
+
+def test_auto_is_the_cpu_kernel_on_cpu_and_the_einsum_on_gpu_and_tpu(soft_setup):
+  """The choice is made when lowering: the CPU module has the kernel's optimization barriers, the
+  cuda/tpu module (lowered here, on a CPU host) has none; and on CPU "auto" compiles to the same
+  program as the kernel called directly (the other branch costs nothing)."""
+  params, x = soft_setup
+  loss = lambda impl: jax.jit(jax.grad(lambda p, x: jnp.sum(soft_moe(p, x, impl=impl)[0] ** 2)))
+  assert BARRIER in export_for(loss("auto"), params, x, platforms=("cpu",)).mlir_module()
+  assert BARRIER not in export_for(loss("auto"), params, x, platforms=ACCELERATORS).mlir_module()
+  auto, kernel = (loss(impl).lower(params, x).compile() for impl in ("auto", "cpu_kernel"))
+  assert auto.cost_analysis()["flops"] == kernel.cost_analysis()["flops"]
+  assert auto.memory_analysis().temp_size_in_bytes == kernel.memory_analysis().temp_size_in_bytes
+
+
+def test_one_module_for_cpu_cuda_and_tpu_runs_here(soft_setup):
+  """A module exported for several platforms picks its branch when it is compiled: run on CPU it
+  gives the equations' values (through the kernel)."""
+  params, x = soft_setup
+  exported = export_for(lambda p, x: soft_moe(p, x)[0], params, x, platforms=("cpu",) + ACCELERATORS)
+  assert BARRIER in exported.mlir_module()
+  assert_close_to_scale(exported.call(params, x), numpy_soft_moe(params, x), soft_moe_tol(params, x))
+
+
+def test_auto_under_vmap_and_grad_equals_each_run_alone(soft_setup):
+  """Runs vmapped (the trainer's seeds) through "auto": each run's gradient as if alone."""
+  params, x = soft_setup
+  runs = jax.tree.map(lambda a: jnp.stack([a, 0.5 * a]), params)
+  xs = jnp.stack([x, -x])
+  grad = jax.grad(lambda p, x: jnp.sum(jnp.sin(soft_moe(p, x)[0])))
+  batched = jax.jit(jax.vmap(grad))(runs, xs)
+  for i in range(2):
+    one = jax.jit(grad)(jax.tree.map(lambda a: a[i], runs), xs[i])
+    # the same float32 computation batched differently: rounding of the backward pass only
+    assert_close_to_scale(jax.tree.map(lambda a: a[i], batched), one, 4 * soft_moe_tol(params, xs[i]))
 
 
 def test_gradients_match_finite_differences_in_float64(soft_setup):

@@ -120,6 +120,8 @@ CASES: list[Case] = [
      "slots_per_expert=True; must be an int >= 0 (DPOT: 0 = from capacity_factor)"),
     ("DPOT", "MoE: bad capacity_factor under the dense MLP", _dpot(capacity_factor=-1.0),
      "capacity_factor=-1.0; must be a finite number > 0"),
+    ("DPOT", "MoE: unknown moe_impl", _dpot(mlp="softmoe", moe_impl="fast"),
+     "moe_impl='fast'; choose one of ('auto', 'cpu_kernel', 'einsum')"),
     ("DPOT", "block: width 0", _block(width=0), "DPOTBlock.width=0; must be an int >= 1"),
     ("DPOT", "block: unknown mlp (was a Soft MoE)", _block(mlp="moe"), "DPOTBlock.mlp='moe'; allowed"),
     ("DPOT", "block: mlp_ratio 0", _block(mlp_ratio=0.0), "DPOTBlock.mlp_ratio=0.0; must be a finite number > 0"),
@@ -128,6 +130,8 @@ CASES: list[Case] = [
     ("pde task", "model.out_layer_dim 0", _task(out_layer_dim=0), "model: out_layer_dim=0; must be an int >= 1"),
     ("pde task", "model.capacity_factor inf", _task(mlp="softmoe", capacity_factor=_INF),
      "model: capacity_factor=inf; must be a finite number > 0"),
+    ("pde task", "model.moe_impl unknown", _task(mlp="softmoe", moe_impl="gpu"),
+     "model: moe_impl='gpu'; choose one of"),
     # FNO-2D
     ("FNO", "size 0: modes", _fno(modes=0), "FNO2d.modes=0; must be an int >= 1 (Fourier modes kept per axis)"),
     ("FNO", "size 0: width", _fno(width=0), "FNO2d.width=0; must be an int >= 1"),

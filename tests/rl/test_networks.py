@@ -10,6 +10,7 @@ import pytest
 from jaxlab.errors import InputError
 from jaxlab.rl.networks import QNetwork, count_params, param_count
 from jaxlab.rl.networks_tokens import per_conv, per_feat
+from tests.export_helpers import ACCELERATORS, export_for
 from tests.tolerances import assert_close_to_scale, ops_rtol
 
 _MINATAR = (10, 10, 4)
@@ -95,6 +96,19 @@ def test_patch_conv_equals_xla_conv_in_values_and_gradients():
   # positions as well.
   assert_close_to_scale(patches.apply(params, obs), xla.apply(params, obs), 2 * ops_rtol(54))
   assert_close_to_scale(jax.grad(loss(patches))(params), jax.grad(loss(xla))(params), 4 * ops_rtol(54 + 400))
+
+
+def test_auto_conv_is_the_patch_matmul_on_cpu_and_xla_conv_elsewhere():
+  """``conv="auto"`` (default) picks when lowering: no convolution op in the CPU module (one
+  patch concatenation instead), XLA's convolution and no patches in the cuda/tpu module."""
+  from jaxlab.rl.networks_encoders import MinAtarEncoder
+  obs = jnp.zeros((2, 10, 10, 4), jnp.float32)
+  encoder = MinAtarEncoder()
+  params = encoder.init(jax.random.key(0), obs)
+  grad = jax.grad(lambda p, obs: jnp.sum(encoder.apply(p, obs) ** 2))
+  cpu, accelerators = (export_for(grad, params, obs, platforms=p).mlir_module() for p in (("cpu",), ACCELERATORS))
+  assert "stablehlo.convolution" not in cpu and "stablehlo.concatenate" in cpu
+  assert "stablehlo.convolution" in accelerators and "stablehlo.concatenate" not in accelerators
 
 
 def test_head_none_is_conv_then_q():

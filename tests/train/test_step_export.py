@@ -1,0 +1,111 @@
+"""The trainer's step of every shipped experiment config lowers for GPU and TPU (``jax.export``).
+
+Each case is the program the trainer itself runs: ``make_train_setup(config).train_step(k)`` with
+the config's mesh on the 8 virtual CPU devices, its state and batch shardings and its
+``steps_per_call``, exported for ("cuda", "tpu") in one lowering at the config's tiny size. The
+configs are every trainer config shipped in configs/ and configs/examples/ (tiny variants; the
+quickstart suite's experiments are these same configs) and one cell of each distinct network of
+the DQN studies (dense, Soft-MoE, Top-1 heads; per-patch tokens; a vmapped learning-rate x seed
+sweep; Space Invaders). Not trainer configs, so not here: configs/momo_lr_sweep.py and
+configs/ot_clip_digits.py (their benchmarks build steps from the components tests/test_export.py
+exports); configs/dpot_study.py's cells are configs/dpot_pde.py's DPOT and FNO models at other sizes.
+Also: the composition config's DPOT with a Soft-MoE mixer on a (data 2 x model 2 x expert 2) mesh.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import jax
+import pytest
+
+from jaxlab.config_files import load_config, load_config_module
+from jaxlab.train.checkpoint import abstract_like
+from jaxlab.train.runs import runs_from_config
+from jaxlab.train.trainer import make_train_setup
+from tests.export_helpers import BARRIER, export_for
+
+_rl_cell = load_config_module("rl_expert_scaling").cell_config
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "configs", "examples", "robust_regression.py")
+
+
+def _study_cell(spec: str, cell: str, game: str | None = None):
+  return lambda: _rl_cell(load_config(spec), cell, game)
+
+
+CONFIGS = {
+    **{spec: (lambda spec=spec: load_config(spec)) for spec in (
+        "digits_mlp:tiny", "digits_clip:tiny", "dqn_minatar:tiny", "dpot_pde:tiny", "dpot_pde:fno_tiny",
+        "dpot_pde:mixture_tiny", "dpot_moe:tiny", "dpot_moe:dense_tiny")},
+    "examples/robust_regression:tiny": lambda: load_config(f"{EXAMPLE}:tiny"),
+    "rl_expert_scaling:small/dense": _study_cell("rl_expert_scaling:small", "dense"),
+    "rl_momo_dqn:small/momo_adam_star": _study_cell("rl_momo_dqn:small", "momo_adam_star"),
+    "rl_expert_scaling:full_smoke/space_invaders/top1_8": _study_cell("rl_expert_scaling:full_smoke", "top1_8",
+                                                                     "space_invaders"),
+}
+
+
+def _load(name: str, data_dir: str):
+  config = CONFIGS[name]()
+  if "data" in config and "cache_dir" in config.data:
+    config.data.cache_dir = data_dir  # generated PDE data: shared by the cases, never in a user's cache
+  return config
+
+
+def export_train_step(config):
+  """``(exported, setup)``: the trainer's step program for ``config`` exported for cuda and tpu.
+
+  Vmapped runs are sharded over "data", so a study's cell (2 or 4 runs) gets as many of the 8
+  devices as its runs divide; every other config gets all 8.
+  """
+  runs = runs_from_config(config)
+  devices = jax.devices()[:math.gcd(runs.size, len(jax.devices()))] if runs is not None else None
+  setup = make_train_setup(config, devices)
+  k = config.steps_per_call
+  step = setup.train_step(k)
+  args = [abstract_like(setup.abstract_state, setup.state_sharding), None]
+  if step.takes_batch:
+    args[1] = abstract_like(step.batch_spec, jax.tree.map(lambda _: setup.batch_sharding(k), step.batch_spec))
+  with jax.set_mesh(setup.mesh):  # as the trainer calls it
+    exported = export_for(step.jitted, *args)
+  return exported, setup
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  return str(tmp_path_factory.mktemp("pde_data"))
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_train_step_exports_for_cuda_and_tpu(name, data_dir):
+  config = _load(name, data_dir)
+  exported, setup = export_train_step(config)
+  assert exported.nr_devices == setup.mesh.size
+  # the real shardings went in: the module's input shardings are the trainer's state shardings
+  state_in = exported.in_shardings_jax(setup.mesh)[:len(jax.tree.leaves(setup.abstract_state))]
+  for got, want, leaf in zip(state_in, jax.tree.leaves(setup.state_sharding), jax.tree.leaves(setup.abstract_state)):
+    assert got.is_equivalent_to(want, leaf.ndim), (got, want)
+  if config.remat == "none":  # jax.checkpoint's own barriers would be legitimate; no shipped config remats
+    assert BARRIER not in exported.mlir_module()
+
+
+def test_quickstart_suite_is_made_of_exported_configs():
+  for name, experiment in load_config("quickstart:tiny").experiments.items():
+    assert f"{name}:tiny" in CONFIGS
+    assert experiment.to_dict() == load_config(f"{name}:tiny").to_dict()
+
+
+def test_dpot_soft_moe_on_a_data_model_expert_mesh_exports(data_dir):
+  """The composition config (BUILD_NOTES.md, "Composition (issue 11)") on (data 2, model 2, expert 2)."""
+  config = _load("dpot_moe:tiny", data_dir)
+  config.mesh = (("data", 2), ("model", 2), ("expert", 2))
+  exported, setup = export_train_step(config)
+  assert dict(setup.mesh.shape) == {"data": 2, "model": 2, "expert": 2} and exported.nr_devices == 8
+  shardings = dict(zip((jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(setup.abstract_state)[0]),
+                       exported.in_shardings_jax(setup.mesh)))
+  w1 = {path: s for path, s in shardings.items() if path.endswith("['mlp']['experts']['w1']")}
+  assert any(p.startswith(".params") for p in w1) and any(".opt_state" in p for p in w1), list(w1)  # and moments
+  assert all(s.spec == jax.sharding.PartitionSpec("expert", None, "model") for s in w1.values()), w1
+  assert BARRIER not in exported.mlir_module()
