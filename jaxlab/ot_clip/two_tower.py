@@ -53,8 +53,8 @@ class TextEncoder(nn.Module):
 
   @nn.compact
   def __call__(self, tokens: jax.Array) -> jax.Array:
-    mask = (tokens != PAD_ID).astype(jnp.float32)[..., None]
     e = nn.Embed(self.vocab_size, self.hidden)(tokens)
+    mask = (tokens != PAD_ID).astype(e.dtype)[..., None]  # the table's dtype: bfloat16 params stay bfloat16
     h = jnp.sum(e * mask, axis=-2) / jnp.maximum(jnp.sum(mask, axis=-2), 1.0)
     h = nn.gelu(nn.Dense(self.hidden)(h))
     return nn.Dense(self.embed_dim)(h)
@@ -62,6 +62,10 @@ class TextEncoder(nn.Module):
 
 class TwoTower(nn.Module):
   """Returns L2-normalised image/text embeddings, the logit scale and the (SigLIP) logit bias.
+
+  The towers compute in their params' dtype (bfloat16 under a bfloat16 compute dtype); the
+  embeddings are normalised in float32 and returned as float32, as the OT-CLIP losses compare
+  them in float32 anyway (``jaxlab.ot_clip.checks.compute_dtype``).
 
   The scale is exp(log_scale) with log_scale clamped at ln 100 in the forward pass. open_clip
   clamps the parameter after each optimiser step instead; both give the same forward values,
@@ -94,11 +98,11 @@ class TwoTower(nn.Module):
     self.logit_bias = self.param("logit_bias", lambda _: jnp.asarray(self.init_logit_bias, jnp.float32))
 
   def encode_image(self, images: jax.Array) -> jax.Array:
-    return l2_normalize(self.image_encoder(images))
+    return l2_normalize(self.image_encoder(images).astype(jnp.float32))
 
   def encode_text(self, tokens: jax.Array) -> jax.Array:
     self._check_tokens(tokens)
-    return l2_normalize(self.text_encoder(tokens))
+    return l2_normalize(self.text_encoder(tokens).astype(jnp.float32))
 
   def _check_tokens(self, tokens: jax.Array) -> None:
     shape = tuple(np.shape(tokens))
@@ -114,7 +118,7 @@ class TwoTower(nn.Module):
         raise InputError(f"token id {int(bad)} is outside [0, vocab_size={self.vocab_size})")
 
   def logit_scale(self) -> jax.Array:
-    return jnp.exp(jnp.minimum(self.log_logit_scale, LOG_MAX_SCALE))
+    return jnp.exp(jnp.minimum(self.log_logit_scale.astype(jnp.float32), LOG_MAX_SCALE))
 
   def __call__(self, images: jax.Array, tokens: jax.Array) -> dict[str, jax.Array]:
     ishape, tshape = tuple(np.shape(images)), tuple(np.shape(tokens))
