@@ -38,21 +38,22 @@ from jaxlab.train.task import make_task
 K = 250  # updates per jitted call
 
 
-def _config(head: str):
-  c = load_config("dqn_minatar")
+def _config(head: str, config_arg: str = ""):
+  c = load_config("dqn_minatar" + (f":{config_arg}" if config_arg else ""))
   c.network.head = head
   return c
 
 
 class Ours:
-  """The dqn_minatar task's program: ``K`` updates (4 frames each) per call."""
+  """The dqn_minatar task's program: ``updates_per_call`` updates (``dqn.update_period`` frames each)
+  per call, of ``configs/dqn_minatar.py`` (``config_arg``: its variant, e.g. "tiny")."""
 
-  def __init__(self, head: str, seeds: int = 1):
-    c = _config(head)
+  def __init__(self, head: str, seeds: int = 1, config_arg: str = "", updates_per_call: int = K):
+    c = _config(head, config_arg)
     task = make_task(c)
     opt = optimizer_from_config(c.optimizer, c.num_steps)
     init = make_init_fn(task.init_params, opt, task.init_extra, task.init_data)
-    kwargs = dict(collect=task.collect, update_extra=task.update_extra, steps_per_call=K)
+    kwargs = dict(collect=task.collect, update_extra=task.update_extra, steps_per_call=updates_per_call)
     if seeds == 1:
       self.state = jax.jit(init)(jax.random.key(0))
       self.step = make_train_step(task.loss_fn, opt, **kwargs)
@@ -62,7 +63,7 @@ class Ours:
       sharding = tree_shardings(states, mesh, run_axis="data")
       self.state = jax.device_put(states, sharding)
       self.step = make_train_step(task.loss_fn, opt, vmap_runs=True, state_sharding=sharding, **kwargs)
-    self.frames_per_call = K * 4 * seeds
+    self.frames_per_call = updates_per_call * c.dqn.update_period * seeds
     self.run()  # compile
 
   def run(self) -> float:

@@ -69,6 +69,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "log_every": max(1, steps // 10), "eval_every": steps, "checkpoint_every": steps,
       # the optimizer is configs/dpot_pde.py's: the official Adam + L2 + OneCycle + clipping recipe
       "data": {"resolution": 64, "num_test": 20, "eval_trajectories": 0, "rollout_steps": 0},
+      "compute_dtype": "float32",  # --config.base.compute_dtype=bfloat16 for every cell
   })
   ns3, ns4 = dict(NS3, trajectories=24) if small else NS3, dict(NS4, trajectories=24) if small else NS4
   mixture = (ns3, ns4, NS5, KOLMOGOROV, DIFF_REACT)

@@ -85,6 +85,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "num_steps": num_steps, "steps_per_call": steps_per_call,
       "log_every": steps_per_call, "eval_every": num_steps, "checkpoint_every": 6 * steps_per_call,
       "dqn": {**scaled_dqn(frames), "eval_envs": 8, "eval_steps": 200 if small else 2000},
+      "compute_dtype": "float32",  # --config.base.compute_dtype=bfloat16 for every cell
   })
   # Run in this order (most informative first; the budget may end the study before the last).
   cells = {
@@ -127,6 +128,7 @@ def _full(smoke: bool) -> ml_collections.ConfigDict:
       "log_every": steps_per_call if smoke else 10 * steps_per_call,
       "eval_every": num_steps, "checkpoint_every": (4 if smoke else 100) * steps_per_call,
       "dqn": dqn,
+      "compute_dtype": "float32",  # --config.base.compute_dtype=bfloat16 for every cell
   })
   top1_aux = {"importance_weight": 0.0, "load_balancing_weight": 0.0}  # Dopamine's released configs
   cells = {

@@ -50,6 +50,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "dqn": {**scaled_dqn(frames), "eval_envs": 8, "eval_steps": 200 if small else 2000},
       "network": {"head": "softmoe", "tokenizer": "per_patch", "patch_size": (3, 3), "embedding_size": 32,
                   "num_experts": 4, "expert_hidden": 16 if small else 128},
+      "compute_dtype": "float32",  # --config.base.compute_dtype=bfloat16 for every cell
   })
   eps = 3.125e-4
   cells = {

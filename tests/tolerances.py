@@ -99,3 +99,21 @@ def top2_margin(scores: Any, axis: int = -1) -> float:
   """
   s = np.sort(np.asarray(scores, np.float64), axis=axis)
   return float(np.min(np.take(s, -1, axis) - np.take(s, -2, axis)))
+
+
+# --- bfloat16 compute (compute_dtype="bfloat16") ----------------------------------------------
+
+EPS_BF16 = 2.0**-7  # the spacing of bfloat16 numbers at 1.0: 8 significant bits (7 stored + 1 implicit)
+U_BF16 = EPS_BF16 / 2  # unit roundoff of round-to-nearest, 2**-8 ~ 3.9e-3
+
+# A first-step loss computed in bfloat16 vs in float32 (``tests/train/test_compute_dtype.py``). The
+# bfloat16 step rounds the params, the batch and every activation once to bfloat16 (relative error
+# <= U_BF16 each); matmuls accumulate in float32 and the losses reduce in float32, so those add only
+# float32 rounding (~1e-7). The loss is a smooth function of the rounded values whose relative
+# sensitivity to each layer's values is O(1) at initialisation (inputs and activations of unit
+# scale, losses normalised by the batch), so each layer contributes at most ~U_BF16 of relative
+# change, of independent sign. The tiny configs have a handful of such layers; we allow 4 U_BF16
+# (two roundings per layer, operand and result, times the safety factor 2 used above) = 2**-6 ~ 1.6e-2,
+# the "~1e-2 for 8 significant bits" of a bfloat16 loss. It is not a worst case for deep networks
+# (there the per-layer terms would add up to depth x U_BF16); the measured deviations are 10-100x below it.
+BF16_LOSS_RTOL = 4 * U_BF16

@@ -42,7 +42,8 @@ def huber_regression(config: ml_collections.ConfigDict) -> Task:
     return {"x": x[rows], "y": (x @ TRUE_W + noise)[rows]}
 
   def loss_fn(params, batch, rng, extra):
-    residual = batch["x"] @ params["w"] + params["b"] - batch["y"]
+    # the model in the params' dtype (bfloat16 with --config.compute_dtype=bfloat16), the loss in float32
+    residual = (batch["x"] @ params["w"] + params["b"]).astype(jnp.float32) - batch["y"].astype(jnp.float32)
     return jnp.mean(optax.huber_loss(residual, delta=config.huber_delta)), {"mae": jnp.mean(jnp.abs(residual))}
 
   def evaluate(state, rng):

@@ -87,8 +87,8 @@ class TextEncoder(nn.Module):
 
   @nn.compact
   def __call__(self, tokens: jax.Array) -> jax.Array:
-    mask = (tokens != PAD_ID).astype(jnp.float32)[..., None]
     e = nn.Embed(self.vocab_size, self.hidden)(tokens)
+    mask = (tokens != PAD_ID).astype(e.dtype)[..., None]  # the table's dtype: bfloat16 params stay bfloat16
     h = jnp.sum(e * mask, axis=-2) / jnp.maximum(jnp.sum(mask, axis=-2), 1.0)
     h = nn.gelu(nn.Dense(self.hidden)(h))
     return nn.Dense(self.embed_dim)(h)
@@ -96,6 +96,10 @@ class TextEncoder(nn.Module):
 
 class TwoTower(nn.Module):
   """Returns L2-normalised image/text embeddings, the logit scale and the (SigLIP) logit bias.
+
+  The towers compute in their params' dtype (bfloat16 under a bfloat16 compute dtype); the
+  embeddings are normalised in float32 and returned as float32, as the OT-CLIP losses compare
+  them in float32 anyway (``jaxlab.ot_clip.checks.compute_dtype``).
 
   The scale is exp(log_scale) with log_scale clamped at ln 100 in the forward pass. open_clip
   clamps the parameter after each optimiser step instead; both give the same forward values,
@@ -147,7 +151,7 @@ class TwoTower(nn.Module):
     self.logit_bias = self.param("logit_bias", lambda _: jnp.asarray(self.init_logit_bias, jnp.float32))
 
   def encode_image(self, images: jax.Array) -> jax.Array:
-    return l2_normalize(self.image_encoder(images))
+    return l2_normalize(self.image_encoder(images).astype(jnp.float32))
 
   def encode_text(self, texts: jax.Array) -> jax.Array:
     """Token ids [B, L], or text embeddings [B, text_embedding_dim] -> unit embeddings [B, embed_dim]."""
@@ -155,7 +159,7 @@ class TwoTower(nn.Module):
       self._check_text_embeddings(texts)
     else:
       self._check_tokens(texts)
-    return l2_normalize(self.text_encoder(texts))
+    return l2_normalize(self.text_encoder(texts).astype(jnp.float32))
 
   def _check_text_embeddings(self, texts: jax.Array) -> None:
     shape = tuple(np.shape(texts))
@@ -180,7 +184,7 @@ class TwoTower(nn.Module):
         raise InputError(f"token id {int(bad)} is outside [0, vocab_size={self.vocab_size})")
 
   def logit_scale(self) -> jax.Array:
-    return jnp.exp(jnp.minimum(self.log_logit_scale, LOG_MAX_SCALE))
+    return jnp.exp(jnp.minimum(self.log_logit_scale.astype(jnp.float32), LOG_MAX_SCALE))
 
   def __call__(self, images: jax.Array, texts: jax.Array) -> dict[str, jax.Array]:
     ishape, tshape = tuple(np.shape(images)), tuple(np.shape(texts))

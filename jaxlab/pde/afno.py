@@ -75,6 +75,9 @@ def afno2d(x: Array, w1: Array, b1: Array, w2: Array, b2: Array, *, modes: int,
 
   The transforms are orthonormal, over (X, Y) with the half spectrum on Y; the inverse takes
   s=(X, Y) and, like numpy/pocketfft, ignores the imaginary part of the DC/Nyquist columns.
+  For a bfloat16 ``x`` the transforms run in float32 (XLA's FFT has no bfloat16, and cuFFT's
+  half precision none for arbitrary sizes) and the block MLP on the kept modes in bfloat16; the
+  result has ``x``'s dtype.
   """
   check_int(modes, "afno2d modes", meaning="Fourier modes kept per axis")
   if isinstance(act, str):
@@ -83,13 +86,14 @@ def afno2d(x: Array, w1: Array, b1: Array, w2: Array, b2: Array, *, modes: int,
   n_blocks = w1.shape[1]
   check(d == n_blocks * w1.shape[2],
         f"AFNO2D input has {d} channels; w1 {tuple(w1.shape)} expects n_blocks*block = {n_blocks * w1.shape[2]}")
-  spec = jnp.fft.rfft2(x, axes=(1, 2), norm="ortho")                  # (B, X, Y//2+1, D) complex
+  fft_dtype = jnp.promote_types(x.dtype, jnp.float32)
+  spec = jnp.fft.rfft2(x.astype(fft_dtype), axes=(1, 2), norm="ortho")  # (B, X, Y//2+1, D) complex
   mx, my = min(modes, nx), min(modes, spec.shape[2])
   kept = spec[:, :mx, :my].reshape(b, mx, my, n_blocks, d // n_blocks)
-  out_r, out_i = spectral_block_mlp(kept.real, kept.imag, w1, b1, w2, b2, act)
-  mixed = jax.lax.complex(out_r, out_i).reshape(b, mx, my, d)
+  out_r, out_i = spectral_block_mlp(kept.real.astype(x.dtype), kept.imag.astype(x.dtype), w1, b1, w2, b2, act)
+  mixed = jax.lax.complex(out_r.astype(fft_dtype), out_i.astype(fft_dtype)).reshape(b, mx, my, d)
   mixed = jnp.pad(mixed, ((0, 0), (0, nx - mx), (0, spec.shape[2] - my), (0, 0)))
-  return jnp.fft.irfft2(mixed, s=(nx, ny), axes=(1, 2), norm="ortho") + x
+  return jnp.fft.irfft2(mixed, s=(nx, ny), axes=(1, 2), norm="ortho").astype(x.dtype) + x
 
 
 def afno_param_shapes(width: int, n_blocks: int, hidden_size_factor: int = 1) -> dict[str, tuple[int, ...]]:

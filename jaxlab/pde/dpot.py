@@ -72,7 +72,9 @@ NORM_EPS = 1e-6     # sigma = std + 1e-6
 # ---------------------------------------------------------------- pure functions
 
 def instance_stats(x: Array) -> tuple[Array, Array]:
-  """Per sample and channel mean and unbiased std + 1e-6 over (X, Y, T); each (B, 1, 1, 1, C)."""
+  """Per sample and channel mean and unbiased std + 1e-6 over (X, Y, T); each (B, 1, 1, 1, C), in float32
+  (at least) whatever ``x``'s dtype."""
+  x = x.astype(jnp.promote_types(x.dtype, jnp.float32))
   mu = jnp.mean(x, axis=(1, 2, 3), keepdims=True)
   n = x.shape[1] * x.shape[2] * x.shape[3]
   var = jnp.sum(jnp.square(x - mu), axis=(1, 2, 3), keepdims=True) / (n - 1)
@@ -80,11 +82,16 @@ def instance_stats(x: Array) -> tuple[Array, Array]:
 
 
 def time_embedding(gamma: Array | None, num_steps: int) -> Array | None:
-  """cos(t gamma) with t = torch.linspace(0, 1, T), shape (T, D); None for the plain 'mlp' aggregator."""
+  """cos(t gamma) with t = torch.linspace(0, 1, T), shape (T, D), in ``gamma``'s dtype; None for the plain
+  'mlp' aggregator.
+
+  The phase t * gamma is computed in float32 (at least): gamma reaches 2^10, where bfloat16's
+  spacing is 8, so a bfloat16 phase would be off by radians.
+  """
   if gamma is None:
     return None
   t = jnp.asarray(torch_linspace(0.0, 1.0, num_steps))
-  return jnp.cos(t[:, None] * gamma[None, :])
+  return jnp.cos(t[:, None] * gamma[None, :].astype(jnp.promote_types(gamma.dtype, jnp.float32))).astype(gamma.dtype)
 
 
 def time_aggregate(h: Array, w: Array, emb: Array | None) -> Array:
@@ -370,10 +377,11 @@ class DPOT(nn.Module):
       return out
     time_agg = self.param("time_agg", init_time_agg)
 
+    dtype = x.dtype  # the compute dtype (bfloat16 under a bfloat16 train step); statistics in float32
     if self.normalize:
       mu, sigma = instance_stats(x)
-      x = (x - mu) / sigma
-      stats = jnp.concatenate([mu, sigma], axis=-1).reshape(b, 2 * c)
+      x = ((x - mu) / sigma).astype(dtype)
+      stats = jnp.concatenate([mu, sigma], axis=-1).reshape(b, 2 * c).astype(dtype)
       scale_mu = dense(self.param("scale_feats_mu", lambda key: init_dense(key, (2 * c, d), 2 * c)), stats)
       scale_sigma = dense(self.param("scale_feats_sigma", lambda key: init_dense(key, (2 * c, d), 2 * c)), stats)
 
@@ -403,7 +411,7 @@ class DPOT(nn.Module):
     self.sow("intermediates", "out_layer", y)
     y = y.reshape(b, nx, ny, self.out_timesteps, self.out_channels)
     if self.normalize:
-      y = y * sigma + mu
+      y = (y * sigma + mu).astype(dtype)
     return (y, logits) if self.num_classes else y
 
 

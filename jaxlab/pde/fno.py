@@ -29,23 +29,25 @@ def spectral_conv2d(v: Array, w_pos: Array, w_neg: Array) -> Array:
 
   v: (B, X, Y, I). w_pos, w_neg: (2=[real, imag], m1, m2, I, O) for rows [:m1] and [-m1:].
   Unnormalised forward transform and 1/(XY) inverse (numpy's default "backward" norm), as the
-  reference code.
+  reference code. For a bfloat16 ``v`` (or weights) the transforms and the complex mixing run in
+  float32 / complex64 (there is no bfloat16 complex type); the result has ``v``'s dtype.
   """
   b, nx, ny, _ = v.shape
   m1, m2, c_out = w_pos.shape[1], w_pos.shape[2], w_pos.shape[-1]
   check(1 <= m1 and 2 * m1 <= nx and 1 <= m2 <= ny // 2 + 1,
         f"spectral_conv2d weights keep {m1}x{m2} modes; need 1 <= {m1} <= X/2 and 1 <= {m2} <= Y//2+1 "
         f"for the grid X={nx}, Y={ny}")
-  spec = jnp.fft.rfft2(v, axes=(1, 2))
+  real = jnp.promote_types(v.dtype, jnp.float32)
+  spec = jnp.fft.rfft2(v.astype(real), axes=(1, 2))
 
   def mix(z, w):
-    return jnp.einsum("bxyi,xyio->bxyo", z, jax.lax.complex(w[0], w[1]))
+    return jnp.einsum("bxyi,xyio->bxyo", z, jax.lax.complex(w[0].astype(real), w[1].astype(real)))
   top = mix(spec[:, :m1, :m2], w_pos)
   bottom = mix(spec[:, nx - m1:, :m2], w_neg)
   middle = jnp.zeros((b, nx - 2 * m1, m2, c_out), top.dtype)
   out = jnp.concatenate([top, middle, bottom], axis=1)
   out = jnp.pad(out, ((0, 0), (0, 0), (0, spec.shape[2] - m2), (0, 0)))
-  return jnp.fft.irfft2(out, s=(nx, ny), axes=(1, 2))
+  return jnp.fft.irfft2(out, s=(nx, ny), axes=(1, 2)).astype(v.dtype)
 
 
 class FNO2d(nn.Module):
@@ -82,7 +84,7 @@ class FNO2d(nn.Module):
     width, m = self.width, self.modes
     n_in, n_out = t * c + 2, self.out_channels * self.out_timesteps
 
-    grid = jnp.asarray(grid_coordinates(nx, ny, 1)[:, :, 0, :2])
+    grid = jnp.asarray(grid_coordinates(nx, ny, 1)[:, :, 0, :2], x.dtype)
     v = jnp.concatenate([x.reshape(b, nx, ny, t * c), jnp.broadcast_to(grid, (b, nx, ny, 2))], axis=-1)
     lift = self.param("lift", lambda key: init_dense_layers(key, {"fc0": ((n_in, width), n_in)})["fc0"])
     project = self.param("project", lambda key: init_dense_layers(key, {

@@ -26,9 +26,10 @@ def gelu(x: Array) -> Array:
   """The exact GELU x * (1 + erf(x / sqrt 2)) / 2, as PyTorch's ``nn.GELU()`` computes it.
 
   Not ``jax.nn.gelu(approximate=False)``: that one goes through erfc, which XLA:CPU evaluates
-  ~2x slower (~5% of a DPOT-Ti train step). The tanh form would differ by up to ~1e-3.
+  ~2x slower (~5% of a DPOT-Ti train step). The tanh form would differ by up to ~1e-3. Computes in
+  ``x``'s dtype (a Python constant is weakly typed: float32 for float32, bfloat16 for bfloat16).
   """
-  return 0.5 * x * (1.0 + jax.lax.erf(x * np.float32(1 / math.sqrt(2))))
+  return 0.5 * x * (1.0 + jax.lax.erf(x * (1 / math.sqrt(2))))
 
 
 # The official ACTIVATION table (models/dpot.py), same names and constants.
@@ -81,14 +82,18 @@ def dense(p: Params, x: Array) -> Array:
 
 
 def group_norm(x: Array, scale: Array, bias: Array, groups: int = 8, eps: float = 1e-5) -> Array:
-  """``torch.nn.GroupNorm(groups, D)`` on channels-last ``(B, X, Y, D)``: biased variance, affine per channel."""
+  """``torch.nn.GroupNorm(groups, D)`` on channels-last ``(B, X, Y, D)``: biased variance, affine per channel.
+
+  Statistics, normalisation and affine map in float32 (at least), the result in ``x``'s dtype: bfloat16's
+  8-bit mantissa would round a variance of nearly equal values away (flax's norms do the same).
+  """
   b, h, w, d = x.shape
   check(groups >= 1 and d % groups == 0, f"group_norm: {d} channels are not divisible into {groups} groups")
-  g = x.reshape(b, h, w, groups, d // groups)
+  g = x.reshape(b, h, w, groups, d // groups).astype(jnp.promote_types(x.dtype, jnp.float32))
   mean = jnp.mean(g, axis=(1, 2, 4), keepdims=True)
   centred = g - mean
   var = jnp.mean(jnp.square(centred), axis=(1, 2, 4), keepdims=True)
-  return (centred * jax.lax.rsqrt(var + eps)).reshape(x.shape) * scale + bias
+  return ((centred * jax.lax.rsqrt(var + eps)).reshape(x.shape) * scale + bias).astype(x.dtype)
 
 
 def unpatchify(x: Array, patch: int) -> Array:

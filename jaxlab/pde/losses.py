@@ -28,9 +28,13 @@ def relative_l2_loss(pred: Array, target: Array, mask: Array | None = None) -> A
   norms over all spatial and time positions of one (sample, channel); a *sum* over the batch
   and a mean over channels. With ``mask`` (broadcastable to pred, e.g. (B, X, Y, 1, C)), pred
   and target are multiplied by it and C_b is the number of channels whose mask is non-zero
-  somewhere (a fully masked channel contributes 0).
+  somewhere (a fully masked channel contributes 0). Computed in float32 (at least) whatever the
+  inputs' dtype: a bfloat16 prediction's norms and sums would otherwise round to 8 bits.
   """
   check(pred.shape == target.shape, f"pred shape {tuple(pred.shape)} != target shape {tuple(target.shape)}")
+  dtype = jnp.promote_types(jnp.result_type(pred, target), jnp.float32)
+  pred, target = pred.astype(dtype), target.astype(dtype)
+  mask = None if mask is None else mask.astype(dtype)
   if mask is not None:
     pred, target = pred * mask, target * mask
     mask_sum = jnp.sum(jnp.broadcast_to(mask, pred.shape).reshape(pred.shape[0], -1, pred.shape[-1]), axis=1)
@@ -49,10 +53,13 @@ def add_denoising_noise(x: Array, rng: Array, noise_scale: float) -> Array:
   So the same ``noise_scale`` is more noise at a finer grid or a longer window: 5e-4 (the official
   pre-training value, at 128^2 x 10 frames) is 0.20 rms there, 0.10 rms at 64^2 x 10 frames, where
   s = 1e-3 gives the paper's relative noise. Under DPOT's ones padding a padded channel gets
-  s * sqrt(X Y T) noise too, as officially.
+  s * sqrt(X Y T) noise too, as officially. Norm and noise are drawn in float32 (at least) and the
+  sum rounded to ``x``'s dtype, so a bfloat16 step sees the float32 step's noise.
   """
-  scale = jnp.sqrt(jnp.sum(jnp.square(x), axis=(1, 2, 3), keepdims=True))
-  return x + noise_scale * scale * jax.random.normal(rng, x.shape, x.dtype)
+  dtype = jnp.promote_types(x.dtype, jnp.float32)
+  wide = x.astype(dtype)
+  scale = jnp.sqrt(jnp.sum(jnp.square(wide), axis=(1, 2, 3), keepdims=True))
+  return (wide + noise_scale * scale * jax.random.normal(rng, x.shape, dtype)).astype(x.dtype)
 
 
 def make_loss_fn(apply_fn: Callable[..., Any], *, noise_scale: float = 0.0

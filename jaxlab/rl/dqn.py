@@ -118,7 +118,8 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   (``"mse"``, the default of Dopamine's ``JaxDQNAgent`` and ``DQNMoEAgent``: ``loss_type='mse'``,
   dopamine/jax/agents/dqn/dqn_agent.py:281, labs/moes/agents/dqn_moe_agent.py:59; its
   ``mse_loss`` is not halved) or Huber with :math:`\delta = 1` (``"huber"``, Dopamine's
-  ``huber_loss``). ``aux_weights`` maps the network's auxiliary losses (``AUX_LOSSES``, returned
+  ``huber_loss``). The Q-values may come in a lower precision (a bfloat16 network); the target, the
+  TD error and the loss are computed in float32 from them. ``aux_weights`` maps the network's auxiliary losses (``AUX_LOSSES``, returned
   by the Top-1 MoE in its stats) to weights :math:`w_k \ge 0`; Dopamine's ``DQNMoEAgent`` adds
   its weighted auxiliary losses to the TD loss the same way (dqn_moe_agent.py:88-100).
 
@@ -143,7 +144,7 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
           f"{name} weight={w!r}; must be a finite number >= 0 (0 = off)")
   obs, next_obs = batch.obs, batch.next_obs
   q, stats = q_fn(params, obs)
-  q_taken = _q_of_actions(q, batch.action)
+  q_taken = _q_of_actions(q, batch.action).astype(jnp.float32)
   q_next_target, _ = q_fn(target_params, next_obs)
   if double_dqn:
     q_next_online, _ = q_fn(params, next_obs)
@@ -151,7 +152,8 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
     next_value = jnp.take_along_axis(q_next_target, best[:, None], axis=1)[:, 0]
   else:
     next_value = jnp.max(q_next_target, axis=-1)
-  target = jax.lax.stop_gradient(batch.reward + gamma * batch.discount * next_value)
+  reward, discount = batch.reward.astype(jnp.float32), batch.discount.astype(jnp.float32)
+  target = jax.lax.stop_gradient(reward + gamma * discount * next_value.astype(jnp.float32))
   error = q_taken - target
   value = optax.huber_loss(error, delta=1.0) if loss == "huber" else squared_error(error)
   td = jnp.mean(value)

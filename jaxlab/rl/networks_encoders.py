@@ -62,8 +62,14 @@ class PatchConv3x3(nn.Module):
     return _patch_matmul(x, kernel, bias)
 
 
+def _as_float(obs: jax.Array) -> jax.Array:
+  """Boolean / integer observations as float32; float ones as they are (bfloat16 under a bfloat16
+  compute dtype, where the caller casts them to the params' dtype)."""
+  return obs if jnp.issubdtype(obs.dtype, jnp.floating) else obs.astype(jnp.float32)
+
+
 class MinAtarEncoder(nn.Module):
-  """Conv(16, 3x3) + ReLU on MinAtar's 10x10xC boolean grids (cast to float32).
+  """Conv(16, 3x3) + ReLU on MinAtar's 10x10xC boolean grids (cast to float32; float input keeps its dtype).
 
   ``conv`` (same params and values in each case): ``"xla"`` is ``nn.Conv``; ``"patches"``
   computes the convolution as a matmul over 3x3 patches (faster inside the jitted RL loop on
@@ -78,18 +84,19 @@ class MinAtarEncoder(nn.Module):
   def __call__(self, obs: jax.Array) -> jax.Array:
     check(self.conv in CONVS, f"conv={self.conv!r}; choose one of {CONVS}")
     check_int(self.features, "MinAtarEncoder.features")
-    x = obs.astype(jnp.float32)
+    x = _as_float(obs)
     if self.conv != "xla":
       return nn.relu(PatchConv3x3(self.features, cpu_only=self.conv == "auto", name="Conv_0")(x))
     return nn.relu(nn.Conv(self.features, (3, 3), strides=(1, 1), kernel_init=_INIT)(x))
 
 
 class NatureEncoder(nn.Module):
-  """The Nature DQN torso; integer (uint8 frame) inputs are scaled to [0, 1] first."""
+  """The Nature DQN torso; integer (uint8 frame) inputs are scaled to [0, 1] first (in float32; float
+  input keeps its dtype)."""
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
-    x = obs.astype(jnp.float32)
+    x = _as_float(obs)
     if jnp.issubdtype(obs.dtype, jnp.integer):
       x = x / 255.0  # dopamine's preprocess_atari_inputs
     for features, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):

@@ -35,6 +35,7 @@ from jaxlab.rl.envs import ENV_IDS, make_env
 from jaxlab.rl.networks import QNetwork
 from jaxlab.rl.replay import TimeStep, make_replay
 from jaxlab.tasks.inference import Inference
+from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
 from jaxlab.train.task import TASKS, Task
 
 RETURN_WINDOW = 100  # episode_return = mean over the last 100 completed episodes (all envs)
@@ -169,7 +170,10 @@ def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task,
   obs_shape = env.obs_shape
   if tuple(config.get("obs_shape", obs_shape)) != tuple(obs_shape):
     raise InputError(f"obs_shape={tuple(config.obs_shape)} does not match {e.name}'s observations {obs_shape}")
-  q_fn = lambda params, obs: net.apply({"params": params}, obs.astype(jnp.float32))
+  # The network computes in its params' dtype: bfloat16 in the loss (online and target params, cast by
+  # the step) and in acting (cast below) under compute_dtype=bfloat16, float32 in evaluation.
+  q_fn = lambda params, obs: net.apply({"params": params}, obs.astype(float_dtype(params)))
+  acting_dtype = compute_dtype(config)
 
   def init_params(rng):
     return net.init(rng, jnp.zeros((1, *obs_shape), jnp.float32))["params"]
@@ -205,7 +209,8 @@ def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task,
   def collect(state, rng):
     epsilon = epsilon_at(state.step)
     k_act, k_sample = jax.random.split(rng)
-    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, state.params, epsilon, k), None), state.data_state,
+    params = cast_floats(state.params, acting_dtype)
+    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, params, epsilon, k), None), state.data_state,
                            jax.random.split(k_act, env_steps_per_update))
     batch = replay.sample(data.replay, k_sample)
     metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxlab.errors import InputError
+from jaxlab.train.precision import COMPUTE_DTYPES, cast_floats
 from jaxlab.train.sharding import path_name
 from jaxlab.train.state import TrainState
 
@@ -45,7 +46,6 @@ REMAT_POLICIES = {
     "dots": jax.checkpoint_policies.dots_saveable,
     "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
 }
-COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 
 
 def optimizer_metrics(opt_state: optax.OptState) -> Metrics:
@@ -73,10 +73,6 @@ def _is_int(x: Any) -> bool:
 def _keep_floats_advance_counters(new: Any, old: Any) -> Any:
   """A skipped step's optimizer state: integer leaves (step counters) from ``new``, the rest from ``old``."""
   return jax.tree.map(lambda n, o: n if _is_int(n) else o.astype(n.dtype), new, old)
-
-
-def _cast_floats(tree: Any, dtype: Any) -> Any:
-  return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(jnp.result_type(x), jnp.floating) else x, tree)
 
 
 def _split_microbatches(batch: Any, num: int) -> Any:
@@ -128,9 +124,10 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
       gradients in a ``lax.scan`` and apply one update; the loss and metrics are the means.
     remat: ``jax.checkpoint`` policy for the loss: ``"none"``, ``"full"`` (save nothing),
       ``"dots"``, ``"dots_no_batch"``. Models with blocks gain more from per-block remat.
-    compute_dtype: ``"bfloat16"`` (or ``"float16"``) casts params and floating batch leaves for
-      the loss only; params, gradients and optimizer moments stay in the params' dtype (f32),
-      and the loss and ``grad_norm`` are float32.
+    compute_dtype: ``"bfloat16"`` (or ``"float16"``) casts the params, the floating batch leaves
+      and ``extra`` (e.g. target params) for the loss only; params, gradients and optimizer
+      moments stay in the params' dtype (f32), and the loss (hence MoMo's ``value``) and
+      ``grad_norm`` are float32. ``collect`` gets the state as it is (``jaxlab.train.precision``).
     guard: ``"cond"`` (skip branch not executed) or ``"select"`` (one update, then a select
       per leaf; what ``cond`` turns into under ``vmap``, without computing the update twice).
   """
@@ -141,7 +138,7 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
 
   def loss_in_policy(params, batch, rng, extra):
     if compute_dtype is not None and compute_dtype != "float32":
-      params, batch = _cast_floats(params, compute_dtype), _cast_floats(batch, compute_dtype)
+      params, batch, extra = (cast_floats(t, compute_dtype) for t in (params, batch, extra))
     loss, metrics = loss_for_grad(params, batch, rng, extra)
     dtype = jnp.result_type(loss)
     if not jnp.issubdtype(dtype, jnp.floating) or jnp.ndim(loss) != 0:  # static: refused when traced
@@ -205,7 +202,7 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
                               nonfinite_skipped=skipped)
     if update_extra is not None:
       new_state = new_state.replace(extra=update_extra(new_state))
-    grad_norm = optax.tree.norm(_cast_floats(grads, jnp.float32))
+    grad_norm = optax.tree.norm(cast_floats(grads, jnp.float32))
     metrics = {**collect_metrics, **metrics, "loss": loss, "grad_norm": grad_norm,
                "nonfinite_skipped": skipped, **optimizer_metrics(opt_state)}
     return new_state, metrics
