@@ -18,5 +18,5 @@ if importlib.util.find_spec("jaxlab") is None:
 import jax
 print(jax.devices())
 
-# %%
+# %% tags=["parameters"]
 TINY = False  # the tests set True: every cell runs in seconds
