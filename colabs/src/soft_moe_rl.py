@@ -64,9 +64,10 @@ TINY = False  # the tests set True: every cell runs in seconds
 # The layer's outputs are flattened and fed to the Q-value head; dopamine's default is one slot
 # per token (capacity factor 1: p = ⌈m/n⌉).
 #
-# `jaxlab.moe.soft_moe` computes this with a hand-written backward pass;
-# `soft_moe_einsum` is the readable version. Below, both and the three equations written with
-# numpy give the same outputs.
+# `jaxlab.moe.soft_moe` computes this on CPU with a kernel that has a hand-written backward pass
+# and on GPU/TPU with the einsum form (`impl="auto"`, chosen per platform when the program is
+# lowered); `soft_moe_einsum` is the readable version. Below, both and the three equations written
+# with numpy give the same outputs.
 
 # %%
 import tempfile
