@@ -42,6 +42,7 @@ from jaxlab.train.trainer import build_state_init, make_evaluate
 INFERENCE = {
     "digits_classification": "jaxlab.tasks.classification:digits_classification_with_inference",
     "digits_two_tower": "jaxlab.tasks.two_tower:digits_two_tower_with_inference",
+    "dqn_atari": "jaxlab.tasks.dqn_atari:dqn_atari_with_inference",
     "dqn_minatar": "jaxlab.tasks.dqn_minatar:dqn_minatar_with_inference",
     "pde_operator": "jaxlab.tasks.pde_operator:pde_operator_with_inference",
 }
