@@ -86,7 +86,12 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
 
 def resolve_step_via(step_via: str, mesh: Any) -> str:
   """``env.step_via`` for a config's mesh: "auto" is "xla" when the mesh spans one device of
-  this process, else "callback"; "xla" on a larger mesh is refused (one line)."""
+  this process, else "callback"; "xla" on a larger mesh is refused (one line).
+
+  The mesh is resolved over all of this process's devices (the trainer's ``devices`` argument is
+  not known here), so a run on a one-device subset of several takes "callback", which works on
+  any mesh.
+  """
   devices = math.prod(resolve_mesh_shape(mesh, jax.device_count()))
   if step_via == "auto":
     return "xla" if devices == 1 else "callback"
