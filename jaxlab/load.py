@@ -44,6 +44,8 @@ INFERENCE = {
     "digits_classification": "jaxlab.tasks.classification:digits_classification_with_inference",
     "digits_two_tower": "jaxlab.tasks.two_tower:digits_two_tower_with_inference",
     "clip_files": "jaxlab.tasks.clip_files:clip_files_with_inference",
+
+    "dqn_atari": "jaxlab.tasks.dqn_atari:dqn_atari_with_inference",
     "dqn_minatar": "jaxlab.tasks.dqn_minatar:dqn_minatar_with_inference",
     "pde_operator": "jaxlab.tasks.pde_operator:pde_operator_with_inference",
 }

@@ -44,7 +44,8 @@ BOUNDS = {
                          "_spectral.build_laplace_operator, exponax.fft / ifft. Checked: tests/pde/data/test_steppers.py "
                          "passes with 0.1.0"),
     "h5py": ("3.9", "h5py.File with lazy row reads of DPOT/PDEBench/The Well HDF5 files (3.9: numpy 2 support)"),
-    "envpool": ("0.8.4", "envpool.make(..., env_type='gymnasium') for Atari v5 with the ROMs packaged"),
+    "envpool": ("1.2.5", "env.xla() through XLA's FFI inside jit (jaxlab.rl.atari) and Atari v5 with the ROMs "
+                           "packaged; 1.2.5 is the release tested (tests/rl/test_atari.py), 0.8.x has another XLA interface"),
     "grain": ("0.2.2", "grain.MapDataset / IndexSampler with ShardOptions (per-process image-text rows)"),
     "tokenizers": ("0.15", "tokenizers.Tokenizer with WordLevel/BPE trainers, Tokenizer.from_file"),
     "pyarrow": ("14", "pyarrow.parquet.read_table for precomputed embedding pairs"),

@@ -1,10 +1,11 @@
 """Deep RL with Soft-MoE value networks (Obando-Ceron et al., ICML 2024): networks, environments, replay, DQN.
 
-``QNetwork`` (MinAtar value networks with a dense, Soft-MoE or Top-1 MoE head), the jitted DQN
-pieces (``td_loss``, ``epsilon_greedy``, ``linear_epsilon``, ``periodic_sync``), MinAtar
-environments (``make_env``, gymnax) and replay (``make_replay``, flashbax). The last two need the
-``rl`` extra (``pip install jaxlab[rl]``) and are imported on first use, so the networks and the
-loss work without it.
+``QNetwork`` (MinAtar and Atari value networks with a dense, Soft-MoE or Top-1 MoE head), the
+jitted DQN pieces (``td_loss``, ``epsilon_greedy``, ``linear_epsilon``, ``periodic_sync``), MinAtar
+environments (``make_env``, gymnax) and replay (``make_replay``, flashbax), Atari 2600 games
+(``make_atari``, envpool) and their frame-stacking replay (``make_frame_replay``). Environments
+and replays need the ``rl`` / ``atari`` extras (``pip install jaxlab[rl,atari]``) and are
+imported on first use, so the networks and the loss work without them.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from typing import Any
 from jaxlab.rl.dqn import epsilon_greedy, linear_epsilon, periodic_sync, td_loss
 from jaxlab.rl.networks import HEADS, QNetwork, count_params, param_count
 
-# name -> submodule; these import gymnax / flashbax (the rl extra), so only when first used.
+# name -> submodule; these import gymnax / flashbax / envpool (the rl / atari extras), so only when first used.
 _LAZY = {"ENV_IDS": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_env": "envs",
-         "TimeStep": "replay", "Transition": "replay", "TransitionReplay": "replay", "make_replay": "replay"}
+         "TimeStep": "replay", "Transition": "replay", "TransitionReplay": "replay", "make_replay": "replay",
+         "AtariEnv": "atari", "AtariStep": "atari", "available_games": "atari", "make_atari": "atari",
+         "FrameReplay": "replay_frames", "FrameStep": "replay_frames", "StackedTransition": "replay_frames",
+         "make_frame_replay": "replay_frames"}
 
 __all__ = ["HEADS", "QNetwork", "count_params", "epsilon_greedy", "linear_epsilon", "param_count",
            "periodic_sync", "td_loss", *sorted(_LAZY)]

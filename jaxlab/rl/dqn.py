@@ -119,7 +119,11 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   dopamine/jax/agents/dqn/dqn_agent.py:281, labs/moes/agents/dqn_moe_agent.py:59; its
   ``mse_loss`` is not halved) or Huber with :math:`\delta = 1` (``"huber"``, Dopamine's
   ``huber_loss``). The Q-values may come in a lower precision (a bfloat16 network); the target, the
-  TD error and the loss are computed in float32 from them. ``aux_weights`` maps the network's auxiliary losses (``AUX_LOSSES``, returned
+  TD error and the loss are computed in float32 from them. A batch with a ``weight`` field (float
+  [B], e.g. the frame replay's :class:`~jaxlab.rl.replay_frames.StackedTransition`) averages over
+  the weighted transitions, :math:`\sum_i w_i \ell_i / \max(\sum_i w_i, 1)`, so a weight-0 row (a
+  transition that crosses an episode boundary) contributes nothing; without it every row weighs 1.
+  ``aux_weights`` maps the network's auxiliary losses (``AUX_LOSSES``, returned
   by the Top-1 MoE in its stats) to weights :math:`w_k \ge 0`; Dopamine's ``DQNMoEAgent`` adds
   its weighted auxiliary losses to the TD loss the same way (dqn_moe_agent.py:88-100).
 
@@ -156,8 +160,9 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   target = jax.lax.stop_gradient(reward + gamma * discount * next_value.astype(jnp.float32))
   error = q_taken - target
   value = optax.huber_loss(error, delta=1.0) if loss == "huber" else squared_error(error)
-  td = jnp.mean(value)
-  metrics = {"td_loss": td, "q_mean": jnp.mean(q_taken), "td_abs_error": jnp.mean(jnp.abs(error))}
+  mean = _batch_mean(getattr(batch, "weight", None))
+  td = mean(value)
+  metrics = {"td_loss": td, "q_mean": mean(q_taken), "td_abs_error": mean(jnp.abs(error))}
   aux = jnp.zeros((), td.dtype)
   for name, w in aux_weights.items():
     if w:
@@ -168,6 +173,15 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
     metrics["aux_loss"] = aux
   metrics.update(routing_metrics(stats))
   return td + aux, metrics
+
+
+def _batch_mean(weight: Any) -> Callable[[jax.Array], jax.Array]:
+  """The plain batch mean, or the ``weight``-weighted one (see :func:`td_loss`)."""
+  if weight is None:
+    return jnp.mean
+  check(jnp.ndim(weight) == 1, f"batch.weight of shape {jnp.shape(weight)}; must be [batch], one per transition")
+  total = jnp.maximum(jnp.sum(weight), 1.0)
+  return lambda x: jnp.sum(weight * x) / total
 
 
 def _q_of_actions(q: jax.Array, action: Any) -> jax.Array:

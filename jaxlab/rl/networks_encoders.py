@@ -10,6 +10,8 @@ Kernels are Glorot-uniform (dopamine's ``xavier_uniform``), biases zero.
 
 from __future__ import annotations
 
+import functools
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -18,48 +20,84 @@ from jaxlab.errors import check, check_int
 
 _INIT = nn.initializers.xavier_uniform()
 ENCODERS = ("minatar", "nature")
+NATURE_LAYERS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # (features, kernel, stride), Mnih et al. 2015
 
 
 CONVS = ("auto", "patches", "xla")
 
 
-def _patch_matmul(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Array:
-  """3x3 SAME convolution as one matmul over the 9 shifted copies of ``x`` (im2col)."""
-  c, h, w = x.shape[-1], x.shape[1], x.shape[2]
-  padded = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
-  patches = jnp.concatenate([padded[:, i:i + h, j:j + w, :] for i in range(3) for j in range(3)], axis=-1)
-  return patches @ kernel.reshape(9 * c, kernel.shape[-1]) + bias
+def same_padding(size: int, kernel: int, stride: int) -> tuple[tuple[int, int], int]:
+  """``((low, high), out)``: XLA's SAME padding of one spatial side (what ``nn.Conv`` uses) and the
+  output size ``ceil(size / stride)``; the extra pixel of an odd total goes to the high side."""
+  out = -(-size // stride)
+  total = max((out - 1) * stride + kernel - size, 0)
+  return (total // 2, total - total // 2), out
 
 
-def _xla_conv(x: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Array:
+def _patch_matmul(x: jax.Array, kernel: jax.Array, bias: jax.Array, stride: int) -> jax.Array:
+  """A SAME convolution as one matmul over gathered patches (space-to-depth first when strided)."""
+  k, s, f = kernel.shape[0], stride, kernel.shape[-1]
+  b, height, width, c = x.shape
+  m = -(-k // s)  # kernel blocks per side
+  (top, _), h = same_padding(height, k, s)
+  (left, _), w = same_padding(width, k, s)
+  rows, cols = h + m - 1, w + m - 1  # blocks per side after padding
+  x = jnp.pad(x, ((0, 0), (top, s * rows - height - top), (left, s * cols - width - left), (0, 0)))
+  blocks = x.reshape(b, rows, s, cols, s, c).transpose(0, 1, 3, 2, 4, 5).reshape(b, rows, cols, s * s * c)
+  patches = jnp.concatenate([blocks[:, i:i + h, j:j + w, :] for i in range(m) for j in range(m)], axis=-1)
+  kernel = jnp.pad(kernel, ((0, m * s - k), (0, m * s - k), (0, 0), (0, 0)))
+  kernel = kernel.reshape(m, s, m, s, c, f).transpose(0, 2, 1, 3, 4, 5)
+  return patches @ kernel.reshape(m * m * s * s * c, f) + bias
+
+
+def _xla_conv(x: jax.Array, kernel: jax.Array, bias: jax.Array, stride: int) -> jax.Array:
   """The same convolution as XLA's convolution op (what ``nn.Conv`` computes)."""
-  return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")) + bias
+  return jax.lax.conv_general_dilated(x, kernel.astype(x.dtype), (stride, stride), "SAME",
+                                      dimension_numbers=("NHWC", "HWIO", "NHWC")) + bias
 
 
-class PatchConv3x3(nn.Module):
-  """A 3x3, stride 1, SAME convolution computed as im2col patches @ kernel.
+class PatchConv(nn.Module):
+  """A ``kernel_size`` x ``kernel_size``, stride ``stride``, SAME convolution as patches @ kernel.
 
-  Same parameters (``kernel [3, 3, C, F]``, ``bias [F]``) and outputs as ``nn.Conv(F, (3, 3))``.
-  Why: inside a ``lax.scan`` (the jitted RL loop) XLA:CPU runs small convolutions and their
-  gradients several times slower than the same work as one matmul; outside loops the two cost
-  about the same. That is XLA:CPU's tuning, so with ``cpu_only=True`` the patch matmul runs on
-  CPU and XLA's convolution op (``nn.Conv``'s) on every other platform, chosen when the program
-  is lowered (``jax.lax.platform_dependent``).
+  Same parameters (``kernel [k, k, C, F]``, ``bias [F]``) and outputs as
+  ``nn.Conv(F, (k, k), strides=(stride, stride))``. Why: inside a ``lax.scan`` (the jitted RL
+  loop) XLA:CPU runs convolutions and their gradients many times slower than the same work as
+  one matmul over gathered patches (the Nature CNN's update: 2.4 s vs 0.19 s outside the loop,
+  BUILD_NOTES.md "Atari through envpool"); outside loops the two cost about the same.
+
+  A strided convolution is first rearranged space-to-depth (blocks of ``stride x stride`` pixels
+  become channels) and its kernel, zero-padded to a multiple of the stride, likewise, so the
+  patches are ``ceil(k / stride)**2`` unstrided slices rather than ``k**2`` strided ones: the
+  same matmul, a smaller program (half the Nature CNN gradient's compile time).
+
+  That is XLA:CPU's tuning, so with ``cpu_only=True`` the patch matmul runs on CPU and XLA's
+  convolution op on every other platform, chosen when the program is lowered
+  (``jax.lax.platform_dependent``).
   """
 
   features: int
+  kernel_size: int = 3
+  stride: int = 1
   kernel_init: nn.initializers.Initializer = _INIT
   cpu_only: bool = False
 
   @nn.compact
   def __call__(self, x: jax.Array) -> jax.Array:
-    check_int(self.features, "PatchConv3x3.features")
-    c = x.shape[-1]
-    kernel = self.param("kernel", self.kernel_init, (3, 3, c, self.features))
+    check_int(self.features, f"{type(self).__name__}.features")
+    k, s = self.kernel_size, self.stride
+    kernel = self.param("kernel", self.kernel_init, (k, k, x.shape[-1], self.features))
     bias = self.param("bias", nn.initializers.zeros, (self.features,))
+    patch = functools.partial(_patch_matmul, stride=s)
     if self.cpu_only:
-      return jax.lax.platform_dependent(x, kernel, bias, cpu=_patch_matmul, default=_xla_conv)
-    return _patch_matmul(x, kernel, bias)
+      return jax.lax.platform_dependent(x, kernel, bias, cpu=patch, default=functools.partial(_xla_conv, stride=s))
+    return patch(x, kernel, bias)
+
+
+class PatchConv3x3(PatchConv):
+  """A 3x3, stride 1, SAME :class:`PatchConv` (the MinAtar encoder's)."""
+
+  kernel_size: int = 3
+  stride: int = 1
 
 
 def _as_float(obs: jax.Array) -> jax.Array:
@@ -92,19 +130,33 @@ class MinAtarEncoder(nn.Module):
 
 class NatureEncoder(nn.Module):
   """The Nature DQN torso; integer (uint8 frame) inputs are scaled to [0, 1] first (in float32; float
-  input keeps its dtype)."""
+  input keeps its dtype).
+
+  84x84 frames give 21x21x32, 11x11x64 and 11x11x64 features (SAME padding, as flax's default
+  in dopamine's ``NatureDQNNetwork`` / ``NatureDQNMoE``). ``conv`` (same params ``Conv_0..2`` and
+  values in each case): ``"xla"`` is ``nn.Conv``; ``"patches"`` computes each convolution as
+  :class:`PatchConv` (many times faster inside the jitted RL loop on CPU); ``"auto"`` (default) is
+  the patch matmul on CPU and XLA's convolution elsewhere.
+  """
+
+  conv: str = "auto"
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
+    check(self.conv in CONVS, f"conv={self.conv!r}; choose one of {CONVS}")
     x = _as_float(obs)
     if jnp.issubdtype(obs.dtype, jnp.integer):
       x = x / 255.0  # dopamine's preprocess_atari_inputs
-    for features, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
-      x = nn.relu(nn.Conv(features, (kernel, kernel), strides=(stride, stride),
-                          kernel_init=_INIT)(x))
+    for i, (features, kernel, stride) in enumerate(NATURE_LAYERS):
+      if self.conv != "xla":
+        conv = PatchConv(features, kernel, stride, cpu_only=self.conv == "auto", name=f"Conv_{i}")
+      else:
+        conv = nn.Conv(features, (kernel, kernel), strides=(stride, stride), kernel_init=_INIT, name=f"Conv_{i}")
+      x = nn.relu(conv(x))
     return x
 
 
 def make_encoder(name: str) -> nn.Module:
+  """The encoder module registered as ``name`` (one of ``ENCODERS``)."""
   check(name in ENCODERS, f"encoder={name!r}; choose one of {ENCODERS}")
   return MinAtarEncoder() if name == "minatar" else NatureEncoder()

@@ -111,6 +111,37 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
     dqn.check_probability(d.eval_epsilon, "dqn.eval_epsilon", " (the exploration rate of evaluation)")
 
 
+def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int
+                          ) -> tuple[QNetwork, dict[str, float]]:
+  """The ``QNetwork`` of a ``network`` config block and its auxiliary-loss weights for ``td_loss``.
+
+  Every key is checked (``network.<key>`` in the message) before anything is initialised.
+
+  Args:
+    network: the config's ``network`` block (``QNetwork``'s keyword arguments).
+    num_actions: the environment's action count.
+
+  Returns:
+    ``(net, aux_weights)``, the latter ``{auxiliary loss name: weight}`` (``dqn.AUX_LOSSES``).
+
+  Raises:
+    InputError: an unknown key or a value that builds no network.
+  """
+  try:
+    net = QNetwork(num_actions=num_actions, **dict(network))
+  except TypeError as e:  # an unknown network key
+    raise InputError(f"network: {e}") from None
+  aux_weights = {name: getattr(net, key) for key, name in AUX_WEIGHT_KEYS.items()}
+  for key, w in ((key, getattr(net, key)) for key in AUX_WEIGHT_KEYS):
+    check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
+          f"network.{key}={w!r}; must be a finite number >= 0 (0 = off, as Dopamine's released configs)")
+    check(not w or net.head == "top1",
+          f"network.{key}={w!r} but network.head={net.head!r}; only head='top1' has this auxiliary loss "
+          "(set it to 0)")
+  net.check_config()  # the network's sizes, before anything is initialised
+  return net, aux_weights
+
+
 @TASKS.register("dqn_minatar")
 def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
   """The task of ``configs/dqn_minatar.py`` (see there for every key)."""
@@ -155,18 +186,7 @@ def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task,
   if isinstance(num_steps, int) and prefill_frames + num_steps * frames_per_step > MAX_FRAMES:
     raise InputError(f"num_steps={num_steps} updates x dqn.update_period={frames_per_step} frames (+{prefill_frames} "
                      "of random play) exceed 2**31 - 1, the int32 frame counter; lower num_steps")
-  try:
-    net = QNetwork(num_actions=env.num_actions, **dict(config.network))
-  except TypeError as e:  # an unknown network key
-    raise InputError(f"network: {e}") from None
-  aux_weights = {name: getattr(net, key) for key, name in AUX_WEIGHT_KEYS.items()}
-  for key, w in ((key, getattr(net, key)) for key in AUX_WEIGHT_KEYS):
-    check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
-          f"network.{key}={w!r}; must be a finite number >= 0 (0 = off, as Dopamine's released configs)")
-    check(not w or net.head == "top1",
-          f"network.{key}={w!r} but network.head={net.head!r}; only head='top1' has this auxiliary loss "
-          "(set it to 0)")
-  net.check_config()  # the network's sizes, before anything is initialised
+  net, aux_weights = q_network_from_config(config.network, env.num_actions)
   obs_shape = env.obs_shape
   if tuple(config.get("obs_shape", obs_shape)) != tuple(obs_shape):
     raise InputError(f"obs_shape={tuple(config.obs_shape)} does not match {e.name}'s observations {obs_shape}")

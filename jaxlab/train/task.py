@@ -87,6 +87,8 @@ TASKS: Registry = Registry("task")
 TASKS.register_lazy("digits_classification", "jaxlab.tasks.classification:digits_classification")
 TASKS.register_lazy("digits_two_tower", "jaxlab.tasks.two_tower:digits_two_tower")
 TASKS.register_lazy("clip_files", "jaxlab.tasks.clip_files:clip_files")
+
+TASKS.register_lazy("dqn_atari", "jaxlab.tasks.dqn_atari:dqn_atari")
 TASKS.register_lazy("dqn_minatar", "jaxlab.tasks.dqn_minatar:dqn_minatar")
 TASKS.register_lazy("pde_operator", "jaxlab.tasks.pde_operator:pde_operator")
 

@@ -70,6 +70,17 @@ def test_mse_is_dopamines_unhalved_squared_error():
   assert float(metrics["td_loss"]) == float(loss)  # no auxiliary loss: the loss is the TD loss
 
 
+def test_weighted_batches_average_over_the_weighted_rows():
+  """The frame replay marks a row it could not fill with a valid transition weight 0."""
+  zeros = {"w": jnp.zeros((2, 2))}
+  plain = _reward_only_batch([0.5, 3.0])
+  weighted = SimpleNamespace(**vars(plain), weight=jnp.array([1.0, 0.0]))
+  loss, metrics = dqn.td_loss(_linear_q, zeros, zeros, weighted, gamma=0.99)
+  assert float(loss) == 0.25 and float(metrics["td_abs_error"]) == 0.5  # row 0 only: (-0.5)**2, exact
+  none, _ = dqn.td_loss(_linear_q, zeros, zeros, SimpleNamespace(**vars(plain), weight=jnp.zeros(2)), gamma=0.99)
+  assert float(none) == 0.0  # no valid row: no loss, no gradient (not 0/0)
+
+
 def test_td_loss_default_is_dopamines_mse():
   zeros = {"w": jnp.zeros((2, 2))}
   batch = _reward_only_batch([0.5, 3.0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from jaxlab.errors import InputError
@@ -119,3 +120,51 @@ def test_head_none_is_conv_then_q():
   chex.assert_shape(q, (2, 3))
   assert stats == {}
   assert count_params(params["params"]) == (9 * 4 * 16 + 16) + (1600 * 3 + 3)
+
+
+# --- Atari: the Nature CNN and the tokenisations of its 11x11x64 output -----------------------------
+
+_ATARI = (84, 84, 4)
+
+
+def test_nature_encoder_gives_11x11x64_and_the_papers_token_shapes():
+  from jaxlab.rl.networks_encoders import NatureEncoder
+  from jaxlab.rl.networks_tokens import PerPatch
+  frames = jnp.zeros((2, *_ATARI), jnp.uint8)
+  features, _ = jax.eval_shape(lambda f: NatureEncoder().init_with_output(jax.random.key(0), f), frames)
+  assert features.shape == (2, 11, 11, 64)  # SAME padding: 84 -> 21 -> 11 -> 11 (VALID would give 7x7)
+  chex.assert_shape(per_conv(jnp.zeros(features.shape)), (2, 121, 64))   # PerConv: 121 tokens of 64
+  chex.assert_shape(per_feat(jnp.zeros(features.shape)), (2, 64, 121))   # PerFeat: 64 tokens of 121
+  patches, _ = jax.eval_shape(lambda f: PerPatch(64, (3, 3)).init_with_output(jax.random.key(0), f),
+                              jnp.zeros(features.shape))
+  chex.assert_shape(patches, (2, 9, 64))                                   # PerPatch 3x3: 9 tokens of 64
+  # The same Soft-MoE head on each: slots per expert ceil(m / n), router phi [d, n, slots]
+  for tokenizer, phi in (("per_conv", (64, 8, 16)), ("per_feat", (121, 8, 8)), ("per_patch", (64, 8, 2))):
+    net = QNetwork(num_actions=6, encoder="nature", head="softmoe", tokenizer=tokenizer, num_experts=8,
+                   expert_hidden=32)
+    params = jax.eval_shape(net.init, jax.random.key(0), frames)["params"]
+    chex.assert_shape(params["SoftMoE_0"]["router"]["phi"], phi)
+
+
+def test_nature_dense_network_has_dopamines_parameter_count():
+  """Dopamine's NatureDQNNetwork (flax, SAME padding): 3 convs, Dense(512) on 11*11*64, Q head."""
+  convs = (8 * 8 * 4 * 32 + 32) + (4 * 4 * 32 * 64 + 64) + (3 * 3 * 64 * 64 + 64)
+  expected = convs + (7744 * 512 + 512) + (512 * 6 + 6)
+  assert param_count(_ATARI, num_actions=6, encoder="nature", head="dense") == expected == 4_046_502
+
+
+def test_nature_patch_convs_equal_xla_convs_in_values_and_gradients():
+  from jaxlab.rl.networks_encoders import NatureEncoder
+  frames = jax.random.randint(jax.random.key(1), (1, *_ATARI), 0, 256).astype(jnp.uint8)
+  patches, xla = NatureEncoder(conv="patches"), NatureEncoder(conv="xla")
+  shapes = jax.eval_shape(xla.init, jax.random.key(0), frames)
+  chex.assert_trees_all_equal_shapes(shapes, jax.eval_shape(patches.init, jax.random.key(0), frames))
+  rng = np.random.default_rng(0)  # numpy draws: no init program to compile
+  params = jax.tree.map(lambda s: jnp.asarray(rng.normal(0, 0.05, s.shape), jnp.float32), shapes)
+  value_and_grad = lambda m: jax.jit(jax.value_and_grad(lambda p: jnp.sum(m.apply(p, frames) ** 2)))
+  (_, g_patches), (_, g_xla) = value_and_grad(patches)(params), value_and_grad(xla)(params)
+  # Three convolutions of 256, 512 and 576 terms each, computed by two kernels (a matmul over
+  # space-to-depth patches, XLA's conv); the gradient also sums over the 21 x 21 positions.
+  n = 256 + 512 + 576
+  assert_close_to_scale(jax.jit(patches.apply)(params, frames), jax.jit(xla.apply)(params, frames), 2 * ops_rtol(n))
+  assert_close_to_scale(g_patches, g_xla, 4 * ops_rtol(n + 441))

@@ -1,0 +1,223 @@
+"""Uniform replay of Atari frames for N parallel environments, stacked when sampled.
+
+Atari replay memory is the price of the paper's setting: a 4-frame 84x84 state is 28,224 bytes,
+so storing each transition's stacked ``obs`` (let alone ``obs`` and ``next_obs``) would take 28 GB
+(56 GB) for Dopamine's 1M transitions. Like Dopamine's original circular buffer, this buffer
+stores each uint8 frame once and rebuilds the stacks when it samples: one slot holds
+``frame, action, reward, discount, first`` = 7,056 + 13 bytes, **7.07 GB per 1M transitions**
+(6.58 GiB; per vmapped run).
+
+Layout ``experience[leaf]: [num_envs, T, ...]`` with ``T = capacity // num_envs`` slots per
+environment; every :meth:`FrameReplay.add` writes one slot per environment at ``index``
+(a ring). Slot ``k`` of an environment holds the newest frame of the state acted on at that step,
+the action, the reward and discount that followed, and ``first``: the frame began an episode.
+
+Sampling transition ``k`` (``obs`` = stack at slot k, ``next_obs`` = stack at slot k+1):
+
+* a stack of ``stack_size`` frames ends at its slot; frames from before the episode's first slot
+  (or older than the oldest slot held) are zeros, as Dopamine's agent starts each episode from a
+  zero state (``JaxDQNAgent._reset_state``, dopamine/jax/agents/dqn/dqn_agent.py:441-459) and its
+  replay pads the same way (dopamine/jax/replay_memory/accumulator.py:96-142);
+* a transition whose next slot is ``first`` crosses an episode boundary (with envpool's next-step
+  auto-reset the slot before an episode's first frame is the reset step, whose action the emulator
+  ignored): it is invalid. Each batch row draws up to ``RETRIES`` uniform candidates and keeps the
+  first valid one, so rows are uniform over valid transitions as in Dopamine's replay, which
+  holds only valid ones; a row whose candidates were all invalid gets ``weight = 0``
+  (:func:`jaxlab.rl.dqn.td_loss` then ignores it).
+
+All functions are pure and jit/vmap-able; the state is a pytree of arrays, so it checkpoints with
+the rest of the train state. As with :mod:`jaxlab.rl.replay`, ``add`` and ``sample`` are O(batch)
+only when the jitted function carrying the state donates it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from jaxlab.errors import InputError, check
+
+RETRIES = 4  # candidates per batch row; all 4 invalid has probability ~ (1 / episode length)^4
+
+
+class FrameStep(NamedTuple):
+  """What one environment step stores (leading axis ``num_envs`` when added)."""
+
+  frame: jax.Array     # uint8 [H, W]: newest frame of the state acted on
+  action: jax.Array    # int32 []
+  reward: jax.Array    # float32 []: reward for the action (as the agent learns from it)
+  discount: jax.Array  # float32 []: 0 where the episode terminated at this step, else 1
+  first: jax.Array     # bool []: the frame is the first of an episode
+
+
+class FrameReplayState(NamedTuple):
+  """The buffer: ``experience`` leaves ``[num_envs, T, ...]``, the next slot, whether it wrapped."""
+
+  experience: FrameStep
+  index: jax.Array  # int32 []: the slot the next add writes
+  full: jax.Array   # bool []: every slot has been written at least once
+
+
+class StackedTransition(NamedTuple):
+  """A sampled batch; ``obs``/``next_obs`` are uint8 ``[B, H, W, stack_size]`` (newest last)."""
+
+  obs: jax.Array
+  action: jax.Array
+  reward: jax.Array
+  discount: jax.Array
+  next_obs: jax.Array
+  weight: jax.Array  # float32 [B]: 1, or 0 where no valid transition was drawn
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameReplay:
+  """Uniform replay of frame-stacked transitions from ``num_envs`` environments."""
+
+  capacity: int      # slots in all: num_envs * (capacity // num_envs)
+  num_envs: int
+  batch_size: int
+  min_size: int      # transitions needed before sampling (Dopamine's min_replay_history)
+  frame_shape: tuple[int, int]
+  stack_size: int
+
+  @property
+  def slots_per_env(self) -> int:
+    """Ring length of each environment's row."""
+    return self.capacity // self.num_envs
+
+  @property
+  def bytes_per_slot(self) -> int:
+    """Bytes one slot takes: the frame, int32 action, float32 reward and discount, bool first."""
+    return self.frame_shape[0] * self.frame_shape[1] + 4 + 4 + 4 + 1
+
+  def init(self) -> FrameReplayState:
+    """An empty buffer (zeros)."""
+    e, t = self.num_envs, self.slots_per_env
+    experience = FrameStep(frame=jnp.zeros((e, t, *self.frame_shape), jnp.uint8),
+                           action=jnp.zeros((e, t), jnp.int32), reward=jnp.zeros((e, t), jnp.float32),
+                           discount=jnp.zeros((e, t), jnp.float32), first=jnp.zeros((e, t), jnp.bool_))
+    return FrameReplayState(experience, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.bool_))
+
+  def add(self, state: FrameReplayState, steps: FrameStep) -> FrameReplayState:
+    """Writes one step of every environment; shapes and dtypes are checked at trace time."""
+    for name, leaf, want in zip(FrameStep._fields, steps, state.experience):
+      shape, dtype = jnp.shape(leaf), jnp.result_type(leaf)
+      expected = (self.num_envs, *want.shape[2:])
+      check(shape == expected and dtype == want.dtype,
+            f"steps.{name}: {dtype}{list(shape)}; the buffer takes {want.dtype}{list(expected)} "
+            f"(one step of each of num_envs={self.num_envs} environments)")
+    experience = jax.tree.map(
+        lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, state.index, axis=1),
+        state.experience, steps)
+    nxt = state.index + 1
+    return FrameReplayState(experience, nxt % self.slots_per_env, state.full | (nxt == self.slots_per_env))
+
+  def _candidates(self, state: FrameReplayState) -> tuple[jax.Array, jax.Array]:
+    """``(lowest, count)``: transition ``k`` may be drawn for logical positions
+    ``lowest <= u < lowest + count`` (u = slots after the oldest held), so that ``k + 1`` is written
+    and, once the ring has wrapped, the stack's frames were not overwritten."""
+    t = self.slots_per_env
+    filled = jnp.where(state.full, t, state.index)
+    lowest = jnp.where(state.full, self.stack_size - 1, 0)
+    return lowest, jnp.maximum(filled - 1 - lowest, 0)
+
+  def num_transitions(self, state: FrameReplayState) -> jax.Array:
+    """Transitions that can be drawn (int32), valid or not: ``num_envs`` x positions per env."""
+    return self.num_envs * self._candidates(state)[1]
+
+  def can_sample(self, state: FrameReplayState) -> jax.Array:
+    """Whether the buffer holds at least ``min_size`` transitions (bool array)."""
+    return self.num_transitions(state) >= self.min_size
+
+  def sample(self, state: FrameReplayState, rng: jax.Array) -> StackedTransition:
+    """``batch_size`` transitions, uniform over the valid ones (see the module docstring).
+
+    On a concrete state holding fewer than ``min_size`` transitions this raises
+    :class:`InputError`; inside jit it cannot check, so guard with :meth:`can_sample`.
+    """
+    held = self.num_transitions(state)
+    if not isinstance(held, jax.core.Tracer):
+      if int(held) < max(self.min_size, 1):
+        raise InputError(f"cannot sample: the replay holds {int(held)} transitions, "
+                         f"sampling needs min_size={max(self.min_size, 1)}")
+    t, b = self.slots_per_env, self.batch_size
+    exp = state.experience
+    oldest = jnp.where(state.full, state.index, 0)  # slot of logical position 0
+    lowest, count = self._candidates(state)
+    k_env, k_pos = jax.random.split(rng)
+    env = jax.random.randint(k_env, (RETRIES, b), 0, self.num_envs)
+    pos = lowest + jax.random.randint(k_pos, (RETRIES, b), 0, jnp.maximum(count, 1))
+    valid = ~exp.first[env, (oldest + pos + 1) % t]          # the next slot starts no episode
+    pick = jnp.argmax(valid, axis=0)                         # the first valid candidate (0 if none)
+    env, pos = env[pick, jnp.arange(b)], pos[pick, jnp.arange(b)]
+    weight = jnp.any(valid, axis=0).astype(jnp.float32)
+    # positions pos - stack_size + 1 .. pos + 1: the obs stack, and one more for next_obs
+    offsets = jnp.arange(-self.stack_size + 1, 2)
+    logical = pos[:, None] + offsets[None, :]                # [B, stack_size + 1]
+    slots = (oldest + logical) % t
+    frames = exp.frame[env[:, None], slots]                   # [B, stack_size + 1, H, W]
+    first = exp.first[env[:, None], slots] & (logical >= 0)
+    obs = _stack(frames[:, :-1], first[:, :-1], logical[:, :-1])
+    next_obs = _stack(frames[:, 1:], first[:, 1:], logical[:, 1:])
+    at = (env, (oldest + pos) % t)
+    return StackedTransition(obs=obs, action=exp.action[at], reward=exp.reward[at],
+                             discount=exp.discount[at], next_obs=next_obs, weight=weight)
+
+
+def _stack(frames: jax.Array, first: jax.Array, logical: jax.Array) -> jax.Array:
+  """Frames ``[B, S, H, W]`` (oldest..newest) -> ``[B, H, W, S]``, zeroing every frame older than
+  the newest episode start (a ``first`` at or after it, up to the newest) or than the oldest slot."""
+  # later_first[:, i] > 0: some frame j > i of the stack is an episode's first
+  starts = first.astype(jnp.int32)
+  later_first = jnp.flip(jnp.cumsum(jnp.flip(starts, axis=1), axis=1), axis=1) - starts
+  keep = (later_first == 0) & (logical >= 0)
+  frames = jnp.where(keep[:, :, None, None], frames, jnp.zeros((), frames.dtype))
+  return jnp.moveaxis(frames, 1, -1)
+
+
+def make_frame_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | None = None, *,
+                      frame_shape: Sequence[int] = (84, 84), stack_size: int = 4,
+                      names: dict[str, str] | None = None) -> FrameReplay:
+  """A frame-stacking uniform replay (see the module docstring).
+
+  Args:
+    capacity: slots held, all environments together (Dopamine Atari: 1_000_000); below 2**31.
+    num_envs: environments adding one step each per :meth:`FrameReplay.add`.
+    batch_size: transitions per :meth:`FrameReplay.sample` (Dopamine: 32).
+    min_size: transitions before sampling is allowed; default ``batch_size``.
+    frame_shape: (H, W) of one frame (Dopamine: 84x84).
+    stack_size: frames per state (Dopamine: 4).
+    names: what error messages call each argument, e.g. ``{"capacity": "dqn.replay_capacity"}``.
+
+  Returns:
+    The :class:`FrameReplay`.
+
+  Raises:
+    InputError: a size that is not a positive int, or a buffer too small for one batch.
+  """
+  n = {k: k for k in ("capacity", "num_envs", "batch_size", "min_size", "stack_size")}
+  n.update(names or {})
+  for name, value in (("capacity", capacity), ("num_envs", num_envs), ("batch_size", batch_size),
+                      ("stack_size", stack_size)):
+    check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+          f"{n[name]}={value!r}; must be an int >= 1")
+  check(capacity < 2**31, f"{n['capacity']}={capacity}; must be < 2**31 (the buffer's indices are int32)")
+  min_size = batch_size if min_size is None else min_size
+  check(isinstance(min_size, int) and not isinstance(min_size, bool) and min_size >= 1,
+        f"{n['min_size']}={min_size!r}; must be an int >= 1")
+  check(len(tuple(frame_shape)) == 2 and all(isinstance(s, int) and s >= 1 for s in frame_shape),
+        f"frame_shape={frame_shape!r}; must be (height, width), two ints >= 1")
+  per_env = capacity // num_envs
+  need = stack_size + 1  # a full ring keeps stack_size - 1 old slots for stacking, and one next slot
+  check(per_env >= need, f"{n['capacity']}={capacity} with {n['num_envs']}={num_envs} leaves {per_env} slots "
+        f"per env; stacks of {stack_size} frames need >= {need}, so {n['capacity']} must be >= {need} * "
+        f"{n['num_envs']}")
+  held = num_envs * (per_env - stack_size)  # transitions that can be drawn when full
+  if min_size > held:
+    raise InputError(f"{n['min_size']}={min_size} is more than the replay can hold: {held} transitions "
+                     f"({n['capacity']}={capacity}, {n['num_envs']}={num_envs}, {stack_size}-frame stacks)")
+  return FrameReplay(capacity=per_env * num_envs, num_envs=num_envs, batch_size=batch_size, min_size=min_size,
+                     frame_shape=tuple(frame_shape), stack_size=stack_size)

@@ -1,0 +1,254 @@
+"""DQN with (Soft-)MoE value networks on Atari 2600 games (envpool), through the shared step.
+
+Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024, in
+its Atari setting: Dopamine's JAX DQN (``JaxDQNAgent`` with ``labs/moes/configs/dqn.gin``) on the
+Nature CNN, whose penultimate layer is dense or an MoE over the 11x11x64 feature map's tokens.
+The task is the ``dqn_minatar`` task's loop with Atari pieces: each train step is one DQN update;
+its ``collect`` acts epsilon-greedily in ``env.num_envs`` envpool environments
+(:mod:`jaxlab.rl.atari`, stepped from inside the program) for ``dqn.update_period`` agent steps
+(all environments together), writes the frames to a frame-stacking replay
+(:mod:`jaxlab.rl.replay_frames`, uint8, 7.07 GB per 1M transitions) and samples a batch; the loss
+is :func:`jaxlab.rl.dqn.td_loss` against the target network in ``TrainState.extra``.
+
+Counts are Dopamine's: ``dqn.*`` periods and sizes are *agent steps* (one agent step = 4
+emulator frames); the logged ``frames`` are emulator frames (the papers' x-axis, 200M for 200
+iterations). envpool resets an environment on the step after its episode ends (the action of that
+*reset step* is ignored); reset steps count as agent steps here (one per episode), and the replay
+never samples a transition that crosses an episode boundary.
+
+Checkpoints: the replay, the agent's frame stacks, params, optimizer, counters and episode
+statistics are in the train state; the emulators are not (envpool keeps them in its host pool).
+A resumed run therefore starts fresh episodes in a fresh pool: the program recognises states made
+with another pool by ``AtariData.epoch`` and restarts their episodes (the running episodes'
+returns are dropped, not counted). Not bit-identical to an uninterrupted run, unlike MinAtar.
+
+Bad input: every ``env.*`` / ``dqn.*`` key the task reads is checked before anything is built,
+each failure one line naming the key; an unknown game or a missing ROM names the game.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from jaxlab.errors import InputError, check
+from jaxlab.rl import dqn
+from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, make_atari, push_frame
+from jaxlab.rl.replay_frames import FrameReplay, FrameStep, make_frame_replay
+from jaxlab.tasks.dqn_minatar import (MAX_FRAMES, RETURN_WINDOW, _count, _flag, _push_returns,
+                                      q_network_from_config, recent_return)
+from jaxlab.tasks.inference import Inference
+from jaxlab.train.mesh import resolve_mesh_shape
+from jaxlab.train.runs import runs_from_config
+from jaxlab.train.task import TASKS, Task
+
+STEP_VIA = ("auto", "xla", "callback")
+
+
+class AtariData(NamedTuple):
+  """The task's ``data_state``: what the agent acts on, episode statistics, the replay."""
+
+  stack: jax.Array           # uint8 [N, 84, 84, 4]: the state to act on (newest frame last)
+  first: jax.Array           # bool [N]: the newest frame of ``stack`` begins an episode
+  done: jax.Array            # bool [N]: the last step ended an episode (the next is envpool's reset step)
+  epoch: jax.Array           # uint32 []: the pool ``stack`` came from (0: none yet)
+  episode_return: jax.Array  # float32 [N]: game score of the running episode
+  episode_length: jax.Array  # int32 [N]: agent steps of the running episode
+  replay: Any                # FrameReplayState
+  returns: jax.Array         # float32 [RETURN_WINDOW]: a ring of completed-episode returns
+  episodes: jax.Array        # int32 []: completed episodes so far
+
+
+def _check_config(config: ml_collections.ConfigDict) -> None:
+  """Every env / dqn key the task reads, one clear line each, before anything is built."""
+  e, d = config.env, config.dqn
+  check_game(e.name, "env.name")
+  check(e.step_via in STEP_VIA, f"env.step_via={e.step_via!r}; choose one of {STEP_VIA}")
+  _flag("env.time_limit_is_terminal", e.time_limit_is_terminal)
+  check(isinstance(d.update_period, int) and not isinstance(d.update_period, bool) and d.update_period >= 1,
+        f"dqn.update_period={d.update_period!r} agent steps per update; must be an int >= 1 (Dopamine: 4)")
+  dqn.check_probability(d.gamma, "dqn.gamma", " (the discount factor; Dopamine: 0.99)")
+  _count("dqn.target_update_period", d.target_update_period, 1, " agent steps")
+  _count("dqn.min_replay_history", d.min_replay_history, 1, " agent steps of random play")
+  _count("dqn.replay_capacity", d.replay_capacity, 1, " transitions")
+  dqn.check_probability(d.epsilon_end, "dqn.epsilon_end", " (the exploration rate after the decay)")
+  _count("dqn.epsilon_decay_period", d.epsilon_decay_period, 1, " agent steps (1 = straight to dqn.epsilon_end)")
+  _flag("dqn.double_dqn", d.double_dqn)
+  check(d.loss in dqn.LOSSES, f"dqn.loss={d.loss!r}; choose one of {dqn.LOSSES}")
+  _flag("dqn.clip_rewards", d.clip_rewards)
+  check(config.network.encoder == "nature",
+        f"network.encoder={config.network.encoder!r}; Atari frames (84x84x4) take the 'nature' encoder")
+
+
+def resolve_step_via(step_via: str, mesh: Any) -> str:
+  """``env.step_via`` for a config's mesh: "auto" is "xla" when the mesh spans one device of
+  this process, else "callback"; "xla" on a larger mesh is refused (one line).
+
+  The mesh is resolved over all of this process's devices (the trainer's ``devices`` argument is
+  not known here), so a run on a one-device subset of several takes "callback", which works on
+  any mesh.
+  """
+  devices = math.prod(resolve_mesh_shape(mesh, jax.device_count()))
+  if step_via == "auto":
+    return "xla" if devices == 1 else "callback"
+  if step_via == "xla" and devices > 1:
+    raise InputError(f"env.step_via='xla' runs envpool's custom calls in a one-device program, but the mesh "
+                     f"spans {devices} devices; use 'callback' (or 'auto')")
+  return step_via
+
+
+def empty_data(env: AtariEnv, replay: FrameReplay) -> AtariData:
+  """A data state made by no pool (``epoch`` 0): its first step restarts every episode."""
+  n = env.num_envs
+  zf, zb = (lambda: jnp.zeros((n,), jnp.float32)), (lambda: jnp.zeros((n,), jnp.bool_))
+  return AtariData(stack=jnp.zeros((n, *env.frame_shape, STACK_SIZE), jnp.uint8), first=zb(), done=zb(),
+                   epoch=jnp.zeros((), jnp.uint32), episode_return=zf(), episode_length=jnp.zeros((n,), jnp.int32),
+                   replay=replay.init(), returns=jnp.zeros((RETURN_WINDOW,), jnp.float32),
+                   episodes=jnp.zeros((), jnp.int32))
+
+
+def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: dqn.QFn, *, clip_rewards: bool,
+                  time_limit_terminal: bool) -> Callable[[AtariData, Any, jax.Array, jax.Array], AtariData]:
+  """``env_step(data, params, epsilon, rng) -> data``: one agent step of every environment.
+
+  Acts epsilon-greedily with ``q_fn(params, stack)`` (uniformly at random where ``params`` is
+  None: the warm-up), steps ``env``, stores the step in ``replay`` and updates the frame stacks
+  and episode statistics. A ``data`` made with another pool (``data.epoch != env.epoch``: a fresh
+  state, or one restored from a checkpoint of an earlier process) first restarts every episode
+  from the frames ``env`` was reset to, and its slot is marked ``first`` so that the replay never
+  joins the two pools' frames.
+
+  Args:
+    env: the pool.
+    replay: the frame replay.
+    q_fn: ``(params, uint8 stacks) -> (q_values, stats)``.
+    clip_rewards: store ``clip(r, -1, 1)`` (Dopamine's ``Runner``); returns stay game scores.
+    time_limit_terminal: an episode truncated at ``max_episode_steps`` is stored as terminal
+      (discount 0), as Dopamine's emulator limit is; False bootstraps there.
+
+  Returns:
+    The step function (pure; jit/vmap/scan-able).
+  """
+  n = env.num_envs
+
+  def env_step(data: AtariData, params: Any, epsilon: jax.Array, rng: jax.Array) -> AtariData:
+    restart = data.epoch != jnp.uint32(env.epoch)
+    # the token must vary over vmapped runs (the key does; a constant epoch would not)
+    fresh = push_frame(data.stack, env.first_frames(jax.random.key_data(rng)), jnp.ones((n,), jnp.bool_))
+    stack = jnp.where(restart, fresh, data.stack)
+    first = data.first | restart
+    reset_step = data.done & ~restart  # envpool ignores this step's action and starts the next episode
+    if params is None:
+      actions = jax.random.randint(rng, (n,), 0, env.num_actions).astype(jnp.int32)
+    else:
+      actions = dqn.epsilon_greedy(q_fn(params, stack)[0], rng, epsilon)
+    out = env.step(actions)
+    terminal = out.terminated | (out.truncated & time_limit_terminal)
+    reward = jnp.clip(out.reward, -1.0, 1.0) if clip_rewards else out.reward
+    replay_state = replay.add(data.replay, FrameStep(stack[..., -1], actions, reward,
+                                                     1.0 - terminal.astype(jnp.float32), first))
+    done = (out.terminated | out.truncated) & ~reset_step
+    ret = jnp.where(restart, 0.0, data.episode_return) + out.reward
+    length = jnp.where(restart, 0, data.episode_length) + (~reset_step).astype(jnp.int32)
+    returns, episodes = _push_returns(data.returns, data.episodes, done, ret)
+    return AtariData(stack=push_frame(stack, out.frame, reset_step), first=reset_step, done=done,
+                     epoch=jnp.full((), env.epoch, jnp.uint32),
+                     episode_return=jnp.where(done, 0.0, ret), episode_length=jnp.where(done, 0, length),
+                     replay=replay_state, returns=returns, episodes=episodes)
+  return env_step
+
+
+@TASKS.register("dqn_atari")
+def dqn_atari(config: ml_collections.ConfigDict) -> Task:
+  """The task of ``configs/dqn_atari.py`` (see there for every key)."""
+  return dqn_atari_with_inference(config)[0]
+
+
+def dqn_atari_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, Inference]:
+  """The task and its :class:`~jaxlab.tasks.inference.Inference` (the same network and pool).
+
+  Inference functions, each ``fn(params, obs)`` with ``obs`` uint8 ``[N, 84, 84, 4]`` (oldest
+  frame first): ``q_values`` (``[N, actions]``) and ``greedy_policy`` (``int32 [N]``). ``data``:
+  ``env`` (the :class:`~jaxlab.rl.atari.AtariEnv`), ``num_actions``, ``obs_shape``.
+  """
+  _check_config(config)
+  e, d = config.env, config.dqn
+  step_via = resolve_step_via(e.step_via, config.mesh)
+  n_envs = e.num_envs
+  check(isinstance(n_envs, int) and not isinstance(n_envs, bool) and n_envs >= 1,
+        f"env.num_envs={n_envs!r}; must be an int >= 1")
+  if d.update_period % n_envs:
+    divisors = [k for k in range(1, d.update_period + 1) if d.update_period % k == 0]
+    raise InputError(f"env.num_envs={n_envs} does not divide dqn.update_period={d.update_period} (agent steps "
+                     f"per update, all environments together); allowed env.num_envs: {divisors}")
+  if d.target_update_period % d.update_period:
+    raise InputError(f"dqn.target_update_period={d.target_update_period} agent steps must be a multiple of the "
+                     f"{d.update_period} agent steps of one update (dqn.update_period)")
+  replay = make_frame_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history,
+                             frame_shape=FRAME_SHAPE, stack_size=STACK_SIZE,
+                             names={"capacity": "dqn.replay_capacity", "num_envs": "env.num_envs",
+                                    "min_size": "dqn.min_replay_history", "batch_size": "batch_size"})
+  runs = runs_from_config(config)  # vmapped runs share one pool: run r steps environments r * num_envs...
+  seeds = runs.seeds if runs is not None else (int(config.seed),)
+  env = make_atari(e.name, num_envs=n_envs, seeds=seeds, sticky_action_prob=e.sticky_action_prob,
+                   frame_skip=e.frame_skip, max_episode_steps=e.max_episode_steps,
+                   full_action_space=e.full_action_space, step_via=step_via, num_threads=e.num_threads,
+                   names={k: f"env.{k}" for k in ("name", "num_envs", "sticky_action_prob", "frame_skip",
+                                                  "max_episode_steps", "full_action_space", "num_threads")}
+                   | {"seeds": "seed / runs.seeds"})
+  steps_per_update = d.update_period                   # agent steps, all environments together
+  pool_steps_per_update = d.update_period // n_envs
+  prefill_pool_steps = math.ceil(d.min_replay_history / n_envs) + 1  # +1: the first slot has no successor yet
+  prefill_steps = prefill_pool_steps * n_envs
+  num_steps = config.get("num_steps")
+  if isinstance(num_steps, int) and (prefill_steps + num_steps * steps_per_update) * e.frame_skip > MAX_FRAMES:
+    raise InputError(f"num_steps={num_steps} updates x dqn.update_period={steps_per_update} agent steps "
+                     f"(+{prefill_steps} of random play) x env.frame_skip={e.frame_skip} exceed 2**31 - 1 frames, "
+                     "the int32 frame counter; lower num_steps")
+  net, aux_weights = q_network_from_config(config.network, env.num_actions)
+  obs_shape = (*env.frame_shape, STACK_SIZE)
+  q_fn = lambda params, obs: net.apply({"params": params}, obs)  # uint8 frames: the encoder scales by 1/255
+
+  def init_params(rng):
+    return net.init(rng, jnp.zeros((1, *obs_shape), jnp.uint8))["params"]
+
+  env_step = make_env_step(env, replay, q_fn, clip_rewards=d.clip_rewards,
+                           time_limit_terminal=e.time_limit_is_terminal)
+
+  def init_data(params, rng):
+    del params
+    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, None, jnp.ones(()), k), None), empty_data(env, replay),
+                           jax.random.split(rng, prefill_pool_steps))
+    return data
+
+  def collect(state, rng):
+    agent_steps = prefill_steps + state.step * steps_per_update
+    epsilon = dqn.linear_epsilon(agent_steps, d.epsilon_decay_period, prefill_steps, d.epsilon_end)
+    k_act, k_sample = jax.random.split(rng)
+    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, state.params, epsilon, k), None), state.data_state,
+                           jax.random.split(k_act, pool_steps_per_update))
+    batch = replay.sample(data.replay, k_sample)
+    done_steps = agent_steps + steps_per_update
+    metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
+               "episodes": data.episodes, "agent_steps": done_steps, "frames": done_steps * e.frame_skip}
+    return state.replace(data_state=data), batch, metrics
+
+  def loss_fn(params, batch, rng, target_params):
+    del rng
+    return dqn.td_loss(q_fn, params, target_params, batch, gamma=d.gamma, double_dqn=d.double_dqn, loss=d.loss,
+                       aux_weights=aux_weights)
+
+  task = Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,
+              init_extra=lambda params: jax.tree.map(jnp.copy, params),
+              update_extra=dqn.periodic_sync(d.target_update_period // steps_per_update),
+              throughput={"agent_steps": steps_per_update, "frames": steps_per_update * e.frame_skip},
+              description=f"DQN Atari {e.name}, {config.network.head} head",
+              resume_safe=("env.step_via", "env.num_threads"))  # how the pool is stepped, not what
+  fns = {"q_values": jax.jit(lambda params, obs: q_fn(params, obs)[0]),
+         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_fn(params, obs)[0], axis=-1).astype(jnp.int32))}
+  return task, Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,
+                                                   "obs_shape": obs_shape})
