@@ -136,7 +136,7 @@ class AtariEnv:
 
   @property
   def frame_shape(self) -> tuple[int, int]:
-    """(84, 84): one preprocessed frame."""
+    """One preprocessed frame's shape, ``(84, 84)``."""
     return FRAME_SHAPE
 
   def __post_init__(self):
@@ -268,7 +268,7 @@ def make_atari(name: str, *, num_envs: int = 1, seeds: Sequence[int] = (0,),
                names: dict[str, str] | None = None) -> AtariEnv:
   """An envpool pool of ``len(seeds) x num_envs`` Atari environments with Dopamine's preprocessing.
 
-  The pool is reset here (host side); :attr:`AtariEnv.initial` holds the frames.
+  The pool is reset here (host side); ``AtariEnv.initial`` holds the frames.
 
   Args:
     name: the game as Dopamine / the ALE name it ("Pong", "SpaceInvaders"); see

@@ -120,7 +120,7 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   ``mse_loss`` is not halved) or Huber with :math:`\delta = 1` (``"huber"``, Dopamine's
   ``huber_loss``). The Q-values may come in a lower precision (a bfloat16 network); the target, the
   TD error and the loss are computed in float32 from them. A batch with a ``weight`` field (float
-  [B], e.g. the frame replay's :class:`~jaxlab.rl.replay_frames.StackedTransition`) averages over
+  [B], e.g. the frame replay's :class:`~jaxlab.rl.StackedTransition`) averages over
   the weighted transitions, :math:`\sum_i w_i \ell_i / \max(\sum_i w_i, 1)`, so a weight-0 row (a
   transition that crosses an episode boundary) contributes nothing; without it every row weighs 1.
   ``aux_weights`` maps the network's auxiliary losses (``AUX_LOSSES``, returned

@@ -90,7 +90,7 @@ class FrameReplay:
 
   @property
   def bytes_per_slot(self) -> int:
-    """Bytes one slot takes: the frame, int32 action, float32 reward and discount, bool first."""
+    """The bytes one slot takes (the frame, int32 action, float32 reward and discount, bool first)."""
     return self.frame_shape[0] * self.frame_shape[1] + 4 + 4 + 4 + 1
 
   def init(self) -> FrameReplayState:

@@ -43,6 +43,7 @@ from jaxlab.tasks.dqn_minatar import (MAX_FRAMES, RETURN_WINDOW, _count, _flag, 
                                       q_network_from_config, recent_return)
 from jaxlab.tasks.inference import Inference
 from jaxlab.train.mesh import resolve_mesh_shape
+from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
 from jaxlab.train.runs import runs_from_config
 from jaxlab.train.task import TASKS, Task
 
@@ -211,11 +212,20 @@ def dqn_atari_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, I
                      "the int32 frame counter; lower num_steps")
   net, aux_weights = q_network_from_config(config.network, env.num_actions)
   obs_shape = (*env.frame_shape, STACK_SIZE)
-  q_fn = lambda params, obs: net.apply({"params": params}, obs)  # uint8 frames: the encoder scales by 1/255
+
+  def q_fn(params, obs):
+    """uint8 frames: the encoder scales them by 1/255 in float32. Under compute_dtype=bfloat16 the
+    loss and acting get bfloat16 params (cast by the step and by ``collect``), and the frames are
+    scaled first and then cast, so the convolutions run in bfloat16."""
+    dtype = float_dtype(params)
+    if dtype != jnp.float32:
+      obs = (obs.astype(jnp.float32) / 255.0).astype(dtype)
+    return net.apply({"params": params}, obs)
 
   def init_params(rng):
     return net.init(rng, jnp.zeros((1, *obs_shape), jnp.uint8))["params"]
 
+  acting_dtype = compute_dtype(config)
   env_step = make_env_step(env, replay, q_fn, clip_rewards=d.clip_rewards,
                            time_limit_terminal=e.time_limit_is_terminal)
 
@@ -229,7 +239,8 @@ def dqn_atari_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, I
     agent_steps = prefill_steps + state.step * steps_per_update
     epsilon = dqn.linear_epsilon(agent_steps, d.epsilon_decay_period, prefill_steps, d.epsilon_end)
     k_act, k_sample = jax.random.split(rng)
-    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, state.params, epsilon, k), None), state.data_state,
+    params = cast_floats(state.params, acting_dtype)  # acting in the compute dtype, as the loss
+    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, params, epsilon, k), None), state.data_state,
                            jax.random.split(k_act, pool_steps_per_update))
     batch = replay.sample(data.replay, k_sample)
     done_steps = agent_steps + steps_per_update

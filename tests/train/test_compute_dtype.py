@@ -9,6 +9,8 @@ two programs, one per dtype, and the bfloat16 one runs all of that config's step
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +23,7 @@ from jaxlab.errors import InputError
 from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
 from jaxlab.train.step import train_step_fn
 from jaxlab.train.trainer import build_state_init, train
+from tests.ot_clip.data.conftest import write_image_folder
 from tests.tolerances import BF16_LOSS_RTOL
 
 STEPS = 3  # bfloat16 steps that must stay finite (the first one is compared with float32)
@@ -36,6 +39,8 @@ CONFIGS = {
     "dpot_pde:tiny": (),
     "dpot_pde:fno_tiny": (),
     "dpot_moe:tiny": (),
+    "clip_files:tiny": ("jaxlab/ot_clip/",),
+    "dqn_atari:tiny": (),
 }
 
 
@@ -47,6 +52,9 @@ def pde_cache(tmp_path_factory):
 def _config(name, dtype, cache):
   c = load_config(name)
   c.compute_dtype = dtype
+  if c.task == "clip_files":
+    c.data.dir = os.path.join(cache, "pairs")
+    write_image_folder(c.data.dir, num_images=40)
   if c.task == "pde_operator":
     c.data.cache_dir = cache
     c.data.sets = tuple(dict(s, trajectories=4) for s in c.data.sets)  # 2 to train on, 2 test
