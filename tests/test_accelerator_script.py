@@ -9,6 +9,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "accelerator.py"
 PARTS = ("tests", "dpot_ti", "moe_vs_dense", "dqn_seeds")
 
@@ -33,6 +35,7 @@ def test_without_a_gpu_it_says_so_in_one_line_and_runs_nothing(tmp_path):
   assert not out.exists()  # nothing ran, nothing was written
 
 
+@pytest.mark.slow  # every part of the GPU script at toy size on CPU: ~30 s, a benchmark's run (make test-slow)
 def test_cpu_smoke_runs_every_part_into_one_json(tmp_path):
   out = tmp_path / "smoke.json"
   run = _run("--cpu-smoke", "--out", str(out))

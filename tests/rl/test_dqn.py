@@ -224,6 +224,7 @@ def _evaluate(config, params_seed=0, rng=jax.random.key(7)):
   return task, params, jax.jit(lambda p, k: task.evaluate(SimpleNamespace(params=p), k))(params, rng)
 
 
+@pytest.mark.slow  # a whole Freeway episode at the default cap: ~25 s (make test-slow)
 def test_freeway_evaluation_at_the_default_cap_is_finite():
   """Freeway episodes are always 2500 steps: the old 2000-step window saw none (NaN)."""
   config = _tiny(**{"env.name": "freeway", "dqn.eval_envs": 2,
