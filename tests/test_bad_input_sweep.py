@@ -9,6 +9,7 @@ value (the expected fragment). Method packages keep their own sweeps beside thei
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import tempfile
@@ -282,8 +283,18 @@ def _collect_sweeps() -> list[tuple[str, str, Callable[[], Any], str, bool]]:
     spec.loader.exec_module(module)
     area = os.path.basename(os.path.dirname(path))
     for case in getattr(module, "CASES", []):
-      cases.append((*case, False) if len(case) == 4 else (area, *case, True))
+      case = (*case, False) if len(case) == 4 else (area, *case, True)
+      if len(inspect.signature(case[2]).parameters) == 1:  # ``(what, make(tmp_path), fragment)``: files
+        case = (case[0], case[1], _with_tmp_path(case[2]), case[3], False)  # written first; a plain fragment
+      cases.append(case)
   return cases
+
+
+def _with_tmp_path(make: Callable[[Any], Callable[[], Any]]) -> Callable[[], Any]:
+  """A case that needs files, as pytest's ``tmp_path`` gives them: built in a fresh folder when run."""
+  import pathlib
+  import tempfile
+  return lambda: make(pathlib.Path(tempfile.mkdtemp(prefix="jaxlab-sweep-")))()
 
 
 def main() -> None:
