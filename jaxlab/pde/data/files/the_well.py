@@ -2,7 +2,7 @@
 
 The maintained reader, the ``the_well`` package, requires torch (>= 2.1), which jaxlab does not
 depend on; so this follows the format as documented (PolymathicAI/the_well @ 215f55d, its data
-format page the_well/docs/data_format.md) and as ``WellDataset`` reads it
+format page data_format.md of the_well's docs folder) and as ``WellDataset`` reads it
 (the_well/data/datasets.py:416-540, 565-640, 865-880). A file holds ``n_trajectories`` (root attribute) trajectories of 2-D fields:
 
 * ``dimensions``: ``time`` (T) and the spatial coordinates named by its ``spatial_dims``
@@ -33,7 +33,7 @@ from jaxlab.errors import InputError, check
 from jaxlab.pde.data.files.records import Records, check_dtype, member, names, strided
 
 FIELD_GROUPS = ("t0_fields", "t1_fields", "t2_fields")
-_ALLOWED = "The Well's format (the_well/docs/data_format.md): t0_fields/t1_fields/t2_fields, dimensions, n_trajectories"
+_ALLOWED = "The Well's format (data_format.md of the_well's docs folder): t0_fields/t1_fields/t2_fields, dimensions, n_trajectories"
 
 
 def well_files(path: str, where: str) -> list[str]:

@@ -4,7 +4,7 @@ DPOT: thu-ml/DPOT data_generation/preprocess.py (``create_dataset('data', ...)``
 (N, X, Y, T[, C]), or data_{i}.hdf5 of (X, Y, T[, C])). PDEBench: data_gen/data_gen_NLE/Data_Merge.py
 (2-D CFD: density / pressure / Vx / Vy of (N, T, X, Y) and the coordinates) and
 data_gen/gen_diff_react.py (per-sample groups '0000'... with data (T, X, Y, C) and grid/x|y|t).
-The Well: the_well/docs/data_format.md.
+The Well: data_format.md of the_well's docs folder.
 """
 
 from __future__ import annotations
