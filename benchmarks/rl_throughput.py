@@ -11,6 +11,12 @@ per second are medians over rounds. Nets: ``dense`` (conv16 -> Dense 128 -> Q), 
 (8 experts of 128 units over the 100 per-pixel tokens), ``none`` (Dopamine's MinAtar net,
 conv16 -> Q).
 
+Against the hardware: each agent's update FLOPs (XLA cost analysis of one update: the loss's
+online and target forward passes, the backward pass, Adam) times its updates per second, as a
+fraction of the fp32 matmul peak measured in the same run (``rl_profile.matmul_peak``, a 2048^3
+matmul, before and after the agents; the larger is the peak). Issue 21's targets: dense >= 50%,
+Soft MoE >= 40% (BUILD_NOTES.md, "Profile of one jitted call").
+
   nice -n 5 python benchmarks/rl_throughput.py --out benchmarks/results/rl/throughput.json
 """
 
@@ -34,6 +40,7 @@ from jaxlab.rl.replay import Transition
 from jaxlab.train import make_train_step, tree_shardings, make_mesh
 from jaxlab.train.state import make_init_fn
 from jaxlab.train.task import make_task
+from rl_profile import compiled_flops, matmul_peak
 
 K = 250  # updates per jitted call
 
@@ -64,6 +71,8 @@ class Ours:
       self.state = jax.device_put(states, sharding)
       self.step = make_train_step(task.loss_fn, opt, vmap_runs=True, state_sharding=sharding, **kwargs)
     self.frames_per_call = updates_per_call * c.dqn.update_period * seeds
+    self.update_period = c.dqn.update_period
+    self.update_flops = _update_flops(task, opt)
     self.run()  # compile
 
   def run(self) -> float:
@@ -71,6 +80,18 @@ class Ours:
     self.state, metrics = self.step(self.state)
     jax.block_until_ready(metrics)
     return time.perf_counter() - t
+
+
+def _update_flops(task, opt) -> float:
+  """FLOPs of one TD update (value_and_grad of the task's loss + Adam) on a replay batch."""
+  state = jax.jit(make_init_fn(task.init_params, opt, task.init_extra, task.init_data))(jax.random.key(0))
+  batch = jax.jit(lambda s: task.collect(s, jax.random.key(1))[1])(state)
+
+  def update(params, opt_state, target, batch):
+    (_, _), grads = jax.value_and_grad(task.loss_fn, has_aux=True)(params, batch, jax.random.key(0), target)
+    updates, opt_state = opt.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+  return compiled_flops(update, state.params, state.opt_state, state.extra, batch)
 
 
 class CleanRL:
@@ -142,7 +163,9 @@ def compare(head: str, rounds: int, baseline_frames: int) -> dict:
     fps["jaxlab"].append(ours.frames_per_call / ours.run())
     fps["CleanRL loop"].append(baseline_frames / base.run(baseline_frames))
   med = {k: float(np.median(v)) for k, v in fps.items()}
-  return {"frames_per_sec": med, "speedup_vs_cleanrl": {k: v / med["CleanRL loop"] for k, v in med.items()}}
+  return {"frames_per_sec": med, "speedup_vs_cleanrl": {k: v / med["CleanRL loop"] for k, v in med.items()},
+          "update_mflop": ours.update_flops / 1e6,
+          "update_gflops": {k: v / ours.update_period * ours.update_flops / 1e9 for k, v in med.items()}}
 
 
 def seeds_table(head: str, rounds: int) -> dict:
@@ -150,7 +173,8 @@ def seeds_table(head: str, rounds: int) -> dict:
   for s in (1, 2, 4, 8):
     ours = Ours(head, seeds=s)
     t = float(np.median([ours.run() for _ in range(rounds)]))
-    out[s] = {"ms_per_update": 1e3 * t / K, "frames_per_sec_per_seed": K * 4 / t, "frames_per_sec_all": K * 4 * s / t}
+    out[s] = {"ms_per_update": 1e3 * t / K, "frames_per_sec_per_seed": K * 4 / t, "frames_per_sec_all": K * 4 * s / t,
+              "update_gflops_all": K * s * ours.update_flops / t / 1e9}
   return out
 
 
@@ -162,7 +186,9 @@ def main() -> None:
   parser.add_argument("--seed_heads", default="dense,softmoe")
   parser.add_argument("--out", default=None)
   args = parser.parse_args()
-  result = {"device": jax.devices()[0].device_kind, "load_avg_start": os.getloadavg()[0], "heads": {}, "seeds": {}}
+  result = {"device": jax.devices()[0].device_kind, "jax": jax.__version__, "load_avg_start": os.getloadavg()[0],
+            "matmul_gflops_start": matmul_peak(), "heads": {}, "seeds": {}}
+  print("matmul peak GFLOP/s", round(result["matmul_gflops_start"], 1), flush=True)
   for head in args.heads.split(","):
     result["heads"][head] = compare(head, args.rounds, args.baseline_frames)
     print(head, json.dumps(result["heads"][head]), flush=True)
@@ -170,6 +196,16 @@ def main() -> None:
     result["seeds"][head] = seeds_table(head, max(2, args.rounds // 2))
     print(head, "seeds", json.dumps(result["seeds"][head]), flush=True)
   result["load_avg_end"] = os.getloadavg()[0]
+  result["matmul_gflops_end"] = matmul_peak()
+  peak = result["matmul_gflops"] = max(result["matmul_gflops_start"], result["matmul_gflops_end"])
+  for head, row in result["heads"].items():
+    row["roofline_fraction"] = {k: v / peak for k, v in row["update_gflops"].items()}
+    print(head, "fraction of the matmul peak", json.dumps({k: round(v, 3) for k, v in row["roofline_fraction"].items()}))
+  for head, table in result["seeds"].items():
+    for row in table.values():
+      row["roofline_fraction_all"] = row["update_gflops_all"] / peak
+    print(head, "seeds: fraction of the peak, all seeds",
+          {s: round(r["roofline_fraction_all"], 3) for s, r in table.items()})
   if args.out:
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:

@@ -1,5 +1,6 @@
 """Each notebook in colabs/ is in sync with its jupytext source and runs top to bottom in a kernel
-at tiny size (``TINY = True`` injected after its parameters cell)."""
+at tiny size (``TINY = True`` injected after its parameters cell; the three longest only with
+``make test-slow``)."""
 
 import difflib
 import importlib.util
@@ -42,8 +43,14 @@ def test_source_holds_the_shared_cells(name):
       f"run python scripts/make_colabs.py {name}", f"colabs/src/{name}.py", "with colabs/src/_install.py's cells")
 
 
+# Executing a notebook at tiny size takes 10-110 s (a kernel, jax, every program compiled); the three
+# longest (composition ~107 s, ot_clip ~48 s, dpot ~26 s on 2 cores) run with `make test-slow`, the
+# rest in the default suite. Every notebook's sync with its source is checked by default.
+SLOW_NOTEBOOKS = ("composition", "ot_clip", "dpot")
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_is_in_sync_and_runs_at_tiny_size(name, tmp_path):
+def test_notebook_is_in_sync_with_its_source(name):
   path = make_colabs.notebook_path(name)
   nb = nbformat.read(path, as_version=4)
   assert nb.metadata.kernelspec.name == "python3" and "colab" in nb.metadata, f"{path}: metadata {nb.metadata}"
@@ -52,8 +59,19 @@ def test_notebook_is_in_sync_and_runs_at_tiny_size(name, tmp_path):
       f"colabs/{name}.ipynb is stale (its cells differ from colabs/src/{name}.py): run "
       f"jupytext --sync colabs/src/{name}.py (keeps the outputs) or python scripts/make_colabs.py {name} "
       f"(executes at full size)", f"colabs/{name}.ipynb", f"colabs/src/{name}.py")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_NOTEBOOKS else n
+                                  for n in NAMES])
+def test_notebook_runs_at_tiny_size(name, tmp_path):
+  path = make_colabs.notebook_path(name)
+  nb = nbformat.read(path, as_version=4)
   make_colabs.execute(nb, cwd=str(tmp_path), tiny=True, where=path)  # no dependence on the working directory
   assert any(c.get("outputs") for c in nb.cells), f"{path}: executed but no cell has an output"
+
+
+def test_slow_notebooks_exist():
+  assert set(SLOW_NOTEBOOKS) < set(NAMES)  # a renamed notebook must not silently leave the slow set
 
 
 def test_shared_cells_are_restored_and_a_source_without_parameters_cell_is_refused():

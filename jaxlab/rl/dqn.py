@@ -105,7 +105,8 @@ def routing_metrics(stats: dict[str, jax.Array]) -> dict[str, jax.Array]:
 
 def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: float,
             double_dqn: bool = False, loss: str = "mse",
-            aux_weights: Mapping[str, float] | None = None) -> tuple[jax.Array, dict[str, jax.Array]]:
+            aux_weights: Mapping[str, float] | None = None,
+            log_routing: bool = True) -> tuple[jax.Array, dict[str, jax.Array]]:
   r"""One-step TD loss on a replay batch (``obs, action, reward, discount, next_obs``).
 
   .. math::
@@ -129,7 +130,10 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
 
   Returns the loss and metrics: ``td_loss`` (the TD part), ``aux_loss`` (the weighted auxiliary
   part, with auxiliary losses), mean Q, TD error and the network's routing statistics
-  (``routing_metrics``).
+  (``routing_metrics``). ``log_routing=False`` leaves the routing statistics out (the auxiliary
+  losses stay): a Soft MoE's statistics (softmaxes and entropies over every token and slot of the
+  batch) cost ~18% of a MinAtar update on XLA:CPU, so a jitted agent can log them from its acting
+  forward pass instead (as the ``dqn_minatar`` task does).
 
   ``batch.action`` must have an integer dtype and shape [B] (checked at trace time). A concrete
   action outside ``[0, num_actions)`` is refused; a traced one cannot be checked, and makes its
@@ -171,7 +175,10 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
       aux = aux + w * stats[name]
   if any(name in stats for name in AUX_LOSSES):
     metrics["aux_loss"] = aux
-  metrics.update(routing_metrics(stats))
+  if log_routing:
+    metrics.update(routing_metrics(stats))
+  else:
+    metrics.update(routing_metrics({k: v for k, v in stats.items() if k in AUX_LOSSES}))
   return td + aux, metrics
 
 

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxlab.errors import InputError, check
+from jaxlab.rl.replay_sizes import checked_sizes
 
 ReplayState = flashbax.buffers.trajectory_buffer.TrajectoryBufferState
 
@@ -142,15 +143,7 @@ def make_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | N
     names: what error messages call each argument, e.g. ``{"capacity": "dqn.replay_capacity"}``
       for a caller that reads it from a config (default: the argument's name).
   """
-  n = {k: k for k in ("capacity", "num_envs", "batch_size", "min_size")}
-  n.update(names or {})
-  for name, value in (("capacity", capacity), ("num_envs", num_envs), ("batch_size", batch_size)):
-    check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-          f"{n[name]}={value!r}; must be an int >= 1")
-  check(capacity < 2**31, f"{n['capacity']}={capacity}; must be < 2**31 (the buffer's indices are int32)")
-  min_size = batch_size if min_size is None else min_size
-  check(isinstance(min_size, int) and not isinstance(min_size, bool) and min_size >= 1,
-        f"{n['min_size']}={min_size!r}; must be an int >= 1")
+  n, min_size = checked_sizes(capacity, num_envs, batch_size, min_size, names)
   per_env = capacity // num_envs
   check(per_env >= 2, f"{n['capacity']}={capacity} with {n['num_envs']}={num_envs} leaves {per_env} slots "
         f"per env; a transition needs 2, so {n['capacity']} must be >= 2 * {n['num_envs']}")

@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxlab.errors import InputError, check
+from jaxlab.rl.replay_sizes import checked_sizes
 
 RETRIES = 4  # candidates per batch row; all 4 invalid has probability ~ (1 / episode length)^4
 
@@ -198,16 +199,7 @@ def make_frame_replay(capacity: int, num_envs: int, batch_size: int, min_size: i
   Raises:
     InputError: a size that is not a positive int, or a buffer too small for one batch.
   """
-  n = {k: k for k in ("capacity", "num_envs", "batch_size", "min_size", "stack_size")}
-  n.update(names or {})
-  for name, value in (("capacity", capacity), ("num_envs", num_envs), ("batch_size", batch_size),
-                      ("stack_size", stack_size)):
-    check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-          f"{n[name]}={value!r}; must be an int >= 1")
-  check(capacity < 2**31, f"{n['capacity']}={capacity}; must be < 2**31 (the buffer's indices are int32)")
-  min_size = batch_size if min_size is None else min_size
-  check(isinstance(min_size, int) and not isinstance(min_size, bool) and min_size >= 1,
-        f"{n['min_size']}={min_size!r}; must be an int >= 1")
+  n, min_size = checked_sizes(capacity, num_envs, batch_size, min_size, names, stack_size=stack_size)
   check(len(tuple(frame_shape)) == 2 and all(isinstance(s, int) and s >= 1 for s in frame_shape),
         f"frame_shape={frame_shape!r}; must be (height, width), two ints >= 1")
   per_env = capacity // num_envs

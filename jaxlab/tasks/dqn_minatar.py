@@ -13,6 +13,12 @@ episode statistics live in ``TrainState.data_state``, so a checkpoint holds ever
 killed run resumes bit-identically. The buffer starts with ``min_replay_history`` frames of
 uniformly random actions (Dopamine acts with epsilon = 1 and does not train until then).
 
+Routing statistics of a MoE head (``moe/...``: dispatch and combine entropies, expert loads) are
+those of the acting forward passes, i.e. of the observations the agent acts on, averaged over the
+logged steps; the TD loss does not recompute them over its replay batch (on XLA:CPU that cost ~18%
+of a Soft-MoE update; BUILD_NOTES.md, "Profile of one jitted call"). A Top-1 head's auxiliary
+losses are logged from the loss, which uses them.
+
 Bad input: every ``env.*`` / ``dqn.*`` key the task reads is checked when the task is built, before
 anything is initialised or compiled, each failure one line naming the key. Actions are produced
 in range by construction; were one not (a bug), the environment step would report a NaN reward
@@ -198,18 +204,22 @@ def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task,
   def init_params(rng):
     return net.init(rng, jnp.zeros((1, *obs_shape), jnp.float32))["params"]
 
-  def env_step(data: DataState, params: Any, epsilon: jax.Array, rng: jax.Array) -> DataState:
+  def env_step(data: DataState, params: Any, epsilon: jax.Array, rng: jax.Array) -> tuple[DataState, dict]:
+    """One step of every environment; also the acting forward pass's routing statistics."""
     k_act, k_env = jax.random.split(rng)
+    stats = {}
     if params is None:  # warm-up: uniformly random actions
       actions = jax.random.randint(k_act, (n_envs,), 0, env.num_actions).astype(jnp.int32)
     else:
-      actions = dqn.epsilon_greedy(q_fn(params, data.obs)[0], k_act, epsilon)
+      q, stats = q_fn(params, data.obs)
+      stats = {k: v.astype(jnp.float32) for k, v in stats.items() if k not in dqn.AUX_LOSSES}
+      actions = dqn.epsilon_greedy(q, k_act, epsilon)
     env_state, obs, reward, done, info = env.step(data.env, actions, k_env)
     if clip_rewards:  # Dopamine's Runner clips the reward the agent learns from, not the return it reports
       reward = jnp.clip(reward, -1.0, 1.0)
     replay_state = replay.add(data.replay, TimeStep(data.obs, actions, reward, info["discount"]))
     returns, episodes = _push_returns(data.returns, data.episodes, done, env_state.stats.last_return)
-    return DataState(env_state, obs, replay_state, returns, episodes)
+    return DataState(env_state, obs, replay_state, returns, episodes), stats
 
   def init_data(params, rng):
     del params
@@ -218,7 +228,7 @@ def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task,
     example = TimeStep(obs[0], jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
     data = DataState(env_state, obs, replay.init(example), jnp.zeros((RETURN_WINDOW,), jnp.float32),
                      jnp.zeros((), jnp.int32))
-    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, None, jnp.ones(()), k), None), data,
+    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, None, jnp.ones(()), k)[0], None), data,
                            jax.random.split(k_fill, prefill_steps))
     return data
 
@@ -230,17 +240,18 @@ def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task,
     epsilon = epsilon_at(state.step)
     k_act, k_sample = jax.random.split(rng)
     params = cast_floats(state.params, acting_dtype)
-    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, params, epsilon, k), None), state.data_state,
-                           jax.random.split(k_act, env_steps_per_update))
+    data, stats = jax.lax.scan(lambda dt, k: env_step(dt, params, epsilon, k), state.data_state,
+                               jax.random.split(k_act, env_steps_per_update))
     batch = replay.sample(data.replay, k_sample)
     metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
-               "episodes": data.episodes, "frames": prefill_frames + (state.step + 1) * frames_per_step}
+               "episodes": data.episodes, "frames": prefill_frames + (state.step + 1) * frames_per_step,
+               **dqn.routing_metrics(jax.tree.map(lambda x: jnp.mean(x, axis=0), stats))}
     return state.replace(data_state=data), batch, metrics
 
   def loss_fn(params, batch, rng, target_params):
     del rng
     return dqn.td_loss(q_fn, params, target_params, batch, gamma=d.gamma, double_dqn=d.double_dqn, loss=d.loss,
-                       aux_weights=aux_weights)
+                       aux_weights=aux_weights, log_routing=False)
 
   # play's defaults: the evaluation's, or Dopamine's episode cap and 8 environments without one
   play_envs, play_cap = (n_eval, eval_cap) if eval_cap else (8, 27_000)

@@ -6,6 +6,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from configs import dqn_minatar
@@ -16,6 +17,7 @@ from jaxlab.rl.networks import QNetwork
 from jaxlab.tasks.dqn_minatar import dqn_minatar as make_dqn_task
 from tests.tolerances import ops_rtol, steps_tol
 from jaxlab.train.metrics_writer import read_metrics
+from jaxlab.train.state import make_init_fn
 from jaxlab.train.trainer import train
 
 
@@ -124,6 +126,33 @@ def test_moe_networks_log_per_expert_loads(head):
   np.testing.assert_allclose(loads.sum(), 1.0, atol=100 * 2.0 ** -23)  # shares of 100 tokens' weight, float32 sums
   assert 0.0 <= float(metrics["moe/expert_load_entropy"]) <= 1.0 + 1e-6
   assert 1.0 - 1e-6 <= float(metrics["moe/expert_load_max_share"]) <= 4.0 + 1e-6
+
+
+def test_log_routing_off_drops_the_statistics_but_keeps_the_auxiliary_losses():
+  stats = {"expert_load": jnp.array([0.5, 0.5]), "combine_entropy": jnp.asarray(0.9),
+           "importance_loss": jnp.asarray(0.25)}
+  q_fn = lambda params, obs: (obs @ params["w"], stats)
+  zeros = {"w": jnp.zeros((2, 2))}
+  batch = _reward_only_batch([1.0])
+  loss_on, on = dqn.td_loss(q_fn, zeros, zeros, batch, gamma=0.99, aux_weights={"importance_loss": 2.0})
+  loss_off, off = dqn.td_loss(q_fn, zeros, zeros, batch, gamma=0.99, aux_weights={"importance_loss": 2.0},
+                              log_routing=False)
+  assert float(loss_on) == float(loss_off)  # the loss itself does not change
+  assert "moe/combine_entropy" in on and "moe/expert_load/0" in on
+  assert not any(k.startswith("moe/") for k in off if k != "moe/importance_loss")
+  assert float(off["moe/importance_loss"]) == 0.25 and float(off["aux_loss"]) == 0.5
+
+
+def test_soft_moe_agent_logs_routing_from_its_acting_passes():
+  task = make_dqn_task(_tiny(**{"network.head": "softmoe", "network.num_experts": 2}))
+  state = jax.jit(make_init_fn(task.init_params, optax.adam(1e-3), task.init_extra, task.init_data))(
+      jax.random.key(0))
+  _, batch, collected = jax.jit(task.collect)(state, jax.random.key(1))
+  _, from_loss = jax.jit(task.loss_fn)(state.params, batch, None, state.extra)
+  assert not any(k.startswith("moe/") for k in from_loss)  # not recomputed over the replay batch
+  loads = [float(collected[f"moe/expert_load/{i}"]) for i in range(2)]
+  np.testing.assert_allclose(sum(loads), 1.0, atol=1e-5)  # two shares of 100 tokens' combine weight
+  assert 0.0 < float(collected["moe/dispatch_entropy"]) <= 1.0 + 1e-6
 
 
 def _top1_task_and_batch(**overrides):

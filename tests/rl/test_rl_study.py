@@ -14,7 +14,7 @@ from jaxlab.train.task import make_task
 from jaxlab.train.validate import validate_trainer_config
 
 STUDIES = [(m, arg) for m in (rl_expert_scaling, rl_momo_dqn) for arg in (None, "small")] + [
-    (rl_expert_scaling, "full"), (rl_expert_scaling, "full_smoke")]
+    (rl_expert_scaling, "two_games"), (rl_expert_scaling, "full"), (rl_expert_scaling, "full_smoke")]
 
 
 @pytest.mark.parametrize("module,arg", STUDIES, ids=lambda v: getattr(v, "__name__", str(v)).split(".")[-1])
@@ -44,6 +44,9 @@ def test_every_cell_builds_a_trainer_config(module, arg):
     else:
       assert c.dqn.replay_capacity >= frames
     assert c.num_steps % c.steps_per_call == 0 and c.checkpoint_every % c.steps_per_call == 0
+  if module is rl_expert_scaling and arg == "two_games":  # issue 21's run: both games, the 7 cells
+    assert tuple(study.games) == ("breakout", "space_invaders") and len(units(study)) == 14
+    assert frames == rl_expert_scaling.TWO_GAMES_FRAMES and study.prefix == "expert_scaling_two_games"
   if module is rl_expert_scaling and arg is None:
     assert params_by_cell["dense_x8"] > 7 * params_by_cell["dense"]
     assert params_by_cell["softmoe_8"] > params_by_cell["softmoe_1"]
