@@ -253,9 +253,14 @@ def main() -> None:
       print(head, "batch", b, f"{ms:.3f} ms, {row['update_mflop']:.0f} MFLOP, {row['fraction']:.1%} of the peak",
             flush=True)
   result["load_avg_end"] = os.getloadavg()[0]
-  if args.out:
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
+  save_result(args.out, result)
+
+
+def save_result(path: str | None, result: dict) -> None:
+  """Writes a benchmark's result dict as indented JSON (nothing if ``path`` is None)."""
+  if path:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
       json.dump(result, f, indent=1)
 
 

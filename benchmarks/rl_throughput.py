@@ -40,7 +40,7 @@ from jaxlab.rl.replay import Transition
 from jaxlab.train import make_train_step, tree_shardings, make_mesh
 from jaxlab.train.state import make_init_fn
 from jaxlab.train.task import make_task
-from rl_profile import compiled_flops, matmul_peak
+from rl_profile import compiled_flops, matmul_peak, save_result
 
 K = 250  # updates per jitted call
 
@@ -206,10 +206,7 @@ def main() -> None:
       row["roofline_fraction_all"] = row["update_gflops_all"] / peak
     print(head, "seeds: fraction of the peak, all seeds",
           {s: round(r["roofline_fraction_all"], 3) for s, r in table.items()})
-  if args.out:
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-      json.dump(result, f, indent=1)
+  save_result(args.out, result)
 
 
 if __name__ == "__main__":
