@@ -15,7 +15,9 @@ Against the hardware: each agent's update FLOPs (XLA cost analysis of one update
 online and target forward passes, the backward pass, Adam) times its updates per second, as a
 fraction of the fp32 matmul peak measured in the same run (``rl_profile.matmul_peak``, a 2048^3
 matmul, before and after the agents; the larger is the peak). Issue 21's targets: dense >= 50%,
-Soft MoE >= 40% (BUILD_NOTES.md, "Profile of one jitted call").
+Soft MoE >= 40% (BUILD_NOTES.md, "Profile of one jitted call"). ``--seed_devices=N`` shards the
+vmapped seeds over N devices (on CPU: one per core, ``XLA_FLAGS=--xla_force_host_platform_device_count=N``):
+XLA:CPU runs one program's small ops on one core, so seeds add throughput only across devices.
 
   nice -n 5 python benchmarks/rl_throughput.py --out benchmarks/results/rl/throughput.json
 """
@@ -55,7 +57,7 @@ class Ours:
   """The dqn_minatar task's program: ``updates_per_call`` updates (``dqn.update_period`` frames each)
   per call, of ``configs/dqn_minatar.py`` (``config_arg``: its variant, e.g. "tiny")."""
 
-  def __init__(self, head: str, seeds: int = 1, config_arg: str = "", updates_per_call: int = K):
+  def __init__(self, head: str, seeds: int = 1, config_arg: str = "", updates_per_call: int = K, devices: int = 1):
     c = _config(head, config_arg)
     task = make_task(c)
     opt = optimizer_from_config(c.optimizer, c.num_steps)
@@ -66,7 +68,7 @@ class Ours:
       self.step = make_train_step(task.loss_fn, opt, **kwargs)
     else:
       states = jax.jit(jax.vmap(init))(jax.random.split(jax.random.key(0), seeds))
-      mesh = make_mesh((("data", 1),), jax.devices()[:1])
+      mesh = make_mesh((("data", devices),), jax.devices()[:devices])  # the run axis over the devices
       sharding = tree_shardings(states, mesh, run_axis="data")
       self.state = jax.device_put(states, sharding)
       self.step = make_train_step(task.loss_fn, opt, vmap_runs=True, state_sharding=sharding, **kwargs)
@@ -168,10 +170,12 @@ def compare(head: str, rounds: int, baseline_frames: int) -> dict:
           "update_gflops": {k: v / ours.update_period * ours.update_flops / 1e9 for k, v in med.items()}}
 
 
-def seeds_table(head: str, rounds: int) -> dict:
+def seeds_table(head: str, rounds: int, devices: int = 1) -> dict:
   out = {}
   for s in (1, 2, 4, 8):
-    ours = Ours(head, seeds=s)
+    if s % devices:
+      continue
+    ours = Ours(head, seeds=s, devices=devices)
     t = float(np.median([ours.run() for _ in range(rounds)]))
     out[s] = {"ms_per_update": 1e3 * t / K, "frames_per_sec_per_seed": K * 4 / t, "frames_per_sec_all": K * 4 * s / t,
               "update_gflops_all": K * s * ours.update_flops / t / 1e9}
@@ -184,16 +188,23 @@ def main() -> None:
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--baseline_frames", type=int, default=2000)
   parser.add_argument("--seed_heads", default="dense,softmoe")
+  parser.add_argument("--seed_devices", type=int, default=1,
+                      help="shard the seeds over this many devices; on CPU one per core, made with "
+                           "XLA_FLAGS=--xla_force_host_platform_device_count=N set before the run")
   parser.add_argument("--out", default=None)
   args = parser.parse_args()
+  if args.seed_devices > len(jax.devices()):
+    parser.error(f"--seed_devices={args.seed_devices} but jax sees {len(jax.devices())} device(s); on CPU set "
+                 f"XLA_FLAGS=--xla_force_host_platform_device_count={args.seed_devices} before the run")
   result = {"device": jax.devices()[0].device_kind, "jax": jax.__version__, "load_avg_start": os.getloadavg()[0],
+            "seed_devices": args.seed_devices,
             "matmul_gflops_start": matmul_peak(), "heads": {}, "seeds": {}}
   print("matmul peak GFLOP/s", round(result["matmul_gflops_start"], 1), flush=True)
   for head in args.heads.split(","):
     result["heads"][head] = compare(head, args.rounds, args.baseline_frames)
     print(head, json.dumps(result["heads"][head]), flush=True)
   for head in filter(None, args.seed_heads.split(",")):
-    result["seeds"][head] = seeds_table(head, max(2, args.rounds // 2))
+    result["seeds"][head] = seeds_table(head, max(2, args.rounds // 2), args.seed_devices)
     print(head, "seeds", json.dumps(result["seeds"][head]), flush=True)
   result["load_avg_end"] = os.getloadavg()[0]
   result["matmul_gflops_end"] = matmul_peak()

@@ -11,6 +11,7 @@ trained by ``jaxlab.train.trainer.train``::
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py --report_only
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:small \
       --config.out_dir=/tmp/rlx_small --config.workdir=/tmp/rlx_small_runs                  # smoke test
+  python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:two_games             # both games, 60k frames, ~1 h
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:full                  # the design
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:full_smoke \
       --config.out_dir=/tmp/rlx_full_smoke --config.workdir=/tmp/rlx_full_smoke_runs        # its smoke test
