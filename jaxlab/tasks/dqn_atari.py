@@ -39,7 +39,7 @@ from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, make_atari, push_frame
 from jaxlab.rl.replay_frames import FrameReplay, FrameStep, make_frame_replay
-from jaxlab.tasks.dqn_minatar import (MAX_FRAMES, RETURN_WINDOW, _count, _flag, _push_returns,
+from jaxlab.tasks.dqn_minatar import (MAX_FRAMES, RETURN_WINDOW, _flag, _push_returns, check_dqn_settings,
                                       q_network_from_config, recent_return)
 from jaxlab.tasks.inference import Inference
 from jaxlab.train.mesh import resolve_mesh_shape
@@ -72,15 +72,7 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   _flag("env.time_limit_is_terminal", e.time_limit_is_terminal)
   check(isinstance(d.update_period, int) and not isinstance(d.update_period, bool) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} agent steps per update; must be an int >= 1 (Dopamine: 4)")
-  dqn.check_probability(d.gamma, "dqn.gamma", " (the discount factor; Dopamine: 0.99)")
-  _count("dqn.target_update_period", d.target_update_period, 1, " agent steps")
-  _count("dqn.min_replay_history", d.min_replay_history, 1, " agent steps of random play")
-  _count("dqn.replay_capacity", d.replay_capacity, 1, " transitions")
-  dqn.check_probability(d.epsilon_end, "dqn.epsilon_end", " (the exploration rate after the decay)")
-  _count("dqn.epsilon_decay_period", d.epsilon_decay_period, 1, " agent steps (1 = straight to dqn.epsilon_end)")
-  _flag("dqn.double_dqn", d.double_dqn)
-  check(d.loss in dqn.LOSSES, f"dqn.loss={d.loss!r}; choose one of {dqn.LOSSES}")
-  _flag("dqn.clip_rewards", d.clip_rewards)
+  check_dqn_settings(d, "agent steps", "epsilon_decay_period", d.clip_rewards)
   check(config.network.encoder == "nature",
         f"network.encoder={config.network.encoder!r}; Atari frames (84x84x4) take the 'nature' encoder")
 

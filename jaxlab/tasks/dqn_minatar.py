@@ -83,6 +83,23 @@ def _flag(key: str, value: Any) -> None:
   check(isinstance(value, bool), f"{key}={value!r}; must be True or False")
 
 
+def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, clip_rewards: Any) -> None:
+  """The ``dqn.*`` keys every DQN task reads, one clear line each.
+
+  ``unit`` is what the task's counts count ("frames" here, "agent steps" for Atari), ``decay_key``
+  its epsilon-decay key, ``clip_rewards`` the value of ``dqn.clip_rewards`` it uses.
+  """
+  dqn.check_probability(d.gamma, "dqn.gamma", " (the discount factor; Dopamine: 0.99)")
+  _count("dqn.target_update_period", d.target_update_period, 1, f" {unit}")
+  _count("dqn.min_replay_history", d.min_replay_history, 1, f" {unit} of random play")
+  _count("dqn.replay_capacity", d.replay_capacity, 1, " transitions")
+  dqn.check_probability(d.epsilon_end, "dqn.epsilon_end", " (the exploration rate after the decay)")
+  _count(f"dqn.{decay_key}", d[decay_key], 1, f" {unit} (1 = straight to dqn.epsilon_end)")
+  _flag("dqn.double_dqn", d.double_dqn)
+  check(d.loss in dqn.LOSSES, f"dqn.loss={d.loss!r}; choose one of {dqn.LOSSES}")
+  _flag("dqn.clip_rewards", clip_rewards)
+
+
 def _check_config(config: ml_collections.ConfigDict) -> None:
   """Every env / dqn key the task reads, one clear line each, before anything is built.
 
@@ -99,15 +116,7 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   check(isinstance(d.update_period, int) and not isinstance(d.update_period, bool) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} environment frames per update; must be an int >= 1 "
         "(the update-to-data ratio 1/update_period must be > 0; Dopamine: 4)")
-  dqn.check_probability(d.gamma, "dqn.gamma", " (the discount factor; Dopamine: 0.99)")
-  _count("dqn.target_update_period", d.target_update_period, 1, " frames")
-  _count("dqn.min_replay_history", d.min_replay_history, 1, " frames of random play")
-  _count("dqn.replay_capacity", d.replay_capacity, 1, " transitions")
-  dqn.check_probability(d.epsilon_end, "dqn.epsilon_end", " (the exploration rate after the decay)")
-  _count("dqn.epsilon_decay_frames", d.epsilon_decay_frames, 1, " frames (1 = straight to dqn.epsilon_end)")
-  _flag("dqn.double_dqn", d.double_dqn)
-  check(d.loss in dqn.LOSSES, f"dqn.loss={d.loss!r}; choose one of {dqn.LOSSES}")
-  _flag("dqn.clip_rewards", d.get("clip_rewards", False))
+  check_dqn_settings(d, "frames", "epsilon_decay_frames", d.get("clip_rewards", False))
   check(isinstance(d.eval_steps, int) and not isinstance(d.eval_steps, bool) and d.eval_steps >= 0,
         f"dqn.eval_steps={d.eval_steps!r}; must be an int >= 0 (steps each evaluation environment may take to "
         "finish its episode; 0 = no evaluation)")
