@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from configs.rl_expert_scaling import cell_config, run_labels, units  # noqa: E402
+from benchmarks.rl_study_cells import cell_config, run_labels, units  # noqa: E402
 from jaxlab.report import iqm_ci  # noqa: E402 - the IQM and stratified-bootstrap CI of python -m jaxlab.report
 from jaxlab.train.metrics_writer import read_metrics  # noqa: E402
 from jaxlab.train.trainer import train  # noqa: E402

@@ -1,22 +1,23 @@
-r"""Expert-scaling study (issue 9): Soft-MoE DQN with 1..8 experts vs dense heads and Top-1 MoE.
+r"""Expert-scaling study: Soft-MoE DQN with 1..8 experts vs dense heads and Top-1 MoE.
 
 Paper: Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024
 (Fig. 1/5: returns grow with the number of Soft-MoE experts; widening the dense layer hurts).
-Every cell is ``configs/dqn_minatar.py`` with ``base`` and the cell's ``set`` merged in (and, with
-``games``, ``env.name`` set to each game), its seeds vmapped in one program (``runs.seeds``),
-trained by ``jaxlab.train.trainer.train``::
+Each cell is ``configs/dqn_minatar.py`` with ``base`` and the cell's ``set`` merged in (and, with
+``games``, ``env.name`` set to each game), its seeds vmapped in one program (``runs.seeds``);
+``benchmarks/rl_study.py`` builds the cells' trainer configs and trains them through
+``jaxlab.train.trainer.train``::
 
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py --measure  # frames/s
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py            # resumable
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py --report_only
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:small \
       --config.out_dir=/tmp/rlx_small --config.workdir=/tmp/rlx_small_runs                  # smoke test
-  python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:two_games             # both games, 60k frames, ~1 h
-  python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:full                  # the issue's design
+  python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:two_games             # both games
+  python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:full                  # the whole design
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:full_smoke \
       --config.out_dir=/tmp/rlx_full_smoke --config.workdir=/tmp/rlx_full_smoke_runs        # its smoke test
 
-``full`` is the issue's whole design as one command: Breakout and SpaceInvaders; dense x1 / x4 /
+``full`` is the whole design as one command: Breakout and SpaceInvaders; dense x1 / x4 /
 x8, Soft MoE 1 / 2 / 4 / 8 experts, Top-1 MoE 8 experts; 3 vmapped seeds; 1M frames per run;
 every DQN setting Dopamine's MinAtar one as ``configs/dqn_minatar.py`` has it (replay 100k, epsilon
 over 250k frames, 1000 random frames, MSE, 1/4 updates per frame, rewards clipped); it writes
@@ -27,22 +28,17 @@ dopamine/labs/moes/agents/losses.py:215, @ 5873f54), so its Top-1 agent trains o
 alone; ``--config.cells.top1_8.set.network.importance_weight=1.0`` is Dopamine's weight when the
 importance loss is switched on (``MoELossParameters.importance_weight``, agents/types.py:53).
 ``full_smoke`` runs the same code path (both games, the Top-1 cell with its aux weights) with a
-tiny Top-1 network, 2 seeds and 600 frames, in about a minute.
+tiny Top-1 network, 2 seeds and 600 frames.
 
-The default (no argument) is the subset that ran on this 2-core CPU in ~40 min (the issue's
-design is ~7 h here; arithmetic in BUILD_NOTES.md): Breakout, 3 vmapped seeds, ``frames`` frames
-per seed; the epsilon decay (250k of 1M frames) and the random warm-up (1000 of 1M frames) scale
-with ``frames``; every other DQN setting is Dopamine's MinAtar one. The replay capacity is cut to
-``frames`` (100k in Dopamine): the buffer never holds more than ``frames`` transitions, so this
-changes nothing but checkpoint size.
+The default (no argument) is a CPU-budget subset: Breakout, 3 vmapped seeds, 30k frames per
+seed; ``two_games`` runs the same cells on both games at ``TWO_GAMES_FRAMES``. The epsilon decay
+(250k of 1M frames) and the random warm-up (1000 of 1M frames) scale with the frames; every
+other DQN setting is Dopamine's MinAtar one. The replay capacity is cut to the frames (100k in
+Dopamine): the buffer never holds more transitions, so this changes nothing but checkpoint size.
+What each design costs on the 2-core CPU the studies ran on is in BUILD_NOTES.md.
 """
 
-import copy
-from typing import Any
-
 import ml_collections
-
-from jaxlab.config_files import load_config
 
 _DOPAMINE_FRAMES = 1_000_000  # configs/dqn_minatar.py's run length, to which decay/warm-up refer
 
@@ -59,13 +55,13 @@ def scaled_dqn(frames: int) -> dict:
 
 
 ARGS = (None, "", "small", "two_games", "full", "full_smoke")
-TWO_GAMES_FRAMES = 60_000  # issue 21: what ~60 min of this 2-core CPU allows after the speed-up
+TWO_GAMES_FRAMES = 60_000  # both games within the ~90-minute CPU budget of a study
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """``arg``: None/"" for the CPU-budget study (Breakout, 30k frames), "two_games" for the same 7 cells
   on Breakout and SpaceInvaders at ``TWO_GAMES_FRAMES`` frames, "small" for a smoke run (2 cells,
-  ~1k frames), "full" for the issue's design (2 games x 8 cells x 3 seeds x 1M frames),
+  ~1k frames), "full" for the whole design (2 games x 8 cells x 3 seeds x 1M frames),
   "full_smoke" for a one-minute run of the full design's code path."""
   if arg not in ARGS:
     raise ValueError(f"configs/rl_expert_scaling.py takes no argument, 'small', 'two_games', 'full' or "
@@ -113,7 +109,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
 
 def _full(smoke: bool) -> ml_collections.ConfigDict:
-  """The issue's design (see the module doc); ``smoke``: its code path at toy size."""
+  """The whole design (see the module doc); ``smoke``: its code path at toy size."""
   c = ml_collections.ConfigDict()
   c.name = "rl_expert_scaling_full"
   c.kind = "scaling"
@@ -149,52 +145,8 @@ def _full(smoke: bool) -> ml_collections.ConfigDict:
       "softmoe_2": _cell("Soft-MoE, 2 experts", head="softmoe", num_experts=2, expert_hidden=128),
   }
   if smoke:
-    cells = {"top1_8": cells["top1_8"]}  # two programs (one per game): ~1 min, mostly compilation
+    cells = {"top1_8": cells["top1_8"]}  # two programs (one per game), mostly compilation
     cells["top1_8"]["set"]["network"].update(expert_hidden=16)
   c.cells = ml_collections.ConfigDict(cells)
   c.order = tuple(cells)
   return c
-
-
-def _merge(config: ml_collections.ConfigDict, settings: Any) -> None:
-  """Sets ``settings`` into ``config``; nested dicts merge key by key, anything else replaces."""
-  for key, value in dict(settings).items():
-    if isinstance(value, (dict, ml_collections.ConfigDict)) and key in config and \
-        isinstance(config[key], ml_collections.ConfigDict):
-      _merge(config[key], value)
-    else:
-      with config.unlocked():
-        config[key] = value.to_dict() if isinstance(value, ml_collections.ConfigDict) else copy.deepcopy(value)
-
-
-def units(study: Any) -> list[tuple[str, str, str | None]]:
-  """``(key, cell, game)`` of every program the study trains, in run order: one per cell, or with
-  ``study.games`` one per (cell, game), cells outer (``key`` = "game/cell"), so that a budget
-  that ends early leaves whole cells."""
-  games = tuple(study.get("games", None) or ())
-  if not games:
-    return [(name, name, None) for name in study.order]
-  return [(f"{game}/{name}", name, game) for name in study.order for game in games]
-
-
-def cell_config(study: Any, name: str, game: str | None = None) -> ml_collections.ConfigDict:
-  """The trainer config of a study's cell: dqn_minatar + ``study.base`` + the cell's ``set`` (+
-  ``env.name = game``), with ``study.seeds`` vmapped seeds (and ``study.lrs`` as a vmapped
-  learning-rate sweep, if set)."""
-  c = load_config("dqn_minatar")
-  _merge(c, study.base)
-  _merge(c, study.cells[name].set)
-  c.name = f"{study.name}/{name}"
-  if game is not None:
-    c.env.name = game
-    c.name = f"{study.name}/{game}/{name}"
-  c.runs.seeds = study.seeds
-  if study.get("lrs", None):
-    c.runs.sweep = (("learning_rate", tuple(study.lrs)),)
-  return c
-
-
-def run_labels(study: Any) -> list[dict[str, Any]]:
-  """One ``{"lr", "seed"}`` per run of a cell, in the trainer's order (sweep outer, seeds inner)."""
-  lrs = tuple(study.get("lrs", None) or (None,))
-  return [{"lr": lr, "seed": s} for lr in lrs for s in range(study.seeds)]

@@ -1,7 +1,8 @@
 """The trainer: one readable loop around the one train step.
 
-Sections: workdir, mesh, task and optimizer, runs, sharding, state (init or restore), step,
-input, loop (log, eval, checkpoint, preemption), summary. Every method trains through here:
+Sections: set-up (workdir, mesh, task and optimizer, runs, sharding), state (init, restore or
+fine-tune), loop (step programs, input, log, eval, checkpoint, preemption), summary. The config
+is validated once, at the edge (:func:`train`, :func:`run_experiments`), and trusted after. Every method trains through here:
 host data (``Task.host_batch``) or data made on the device (``Task.collect``), one run or many
 vmapped runs, one step per call or ``steps_per_call`` steps in a ``lax.scan``.
 """
@@ -179,6 +180,11 @@ def make_train_setup(config: ml_collections.ConfigDict,
     devices: devices for the mesh (default: all).
   """
   validate_trainer_config(config)
+  return _setup(config, devices)
+
+
+def _setup(config: ml_collections.ConfigDict, devices: Sequence[jax.Device] | None) -> TrainSetup:
+  """:func:`make_train_setup` of a config already validated (the trainer validates once, at its edge)."""
   mesh = make_mesh(config.mesh, devices)
   if "data" not in mesh.shape:
     raise InputError(f"the mesh needs a 'data' axis (size 1 for no data parallelism); got axes {tuple(mesh.shape)}")
@@ -235,167 +241,223 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
       killed there (for testing resumption).
     progress: show a tqdm bar.
   """
-  # Workdir and config; mesh, task and optimizer, runs, sharding (make_train_setup).
-  validate_trainer_config(config)
-  ensure_writable(workdir)
-  setup = make_train_setup(config, devices)
-  mesh, task, runs, optimizer = setup.mesh, setup.task, setup.runs, setup.optimizer
-  init, init_args, abstract_state, state_sharding = (setup.init, setup.init_args, setup.abstract_state,
-                                                     setup.state_sharding)
-  report = setup.report
-  K = config.steps_per_call
-  batch_sharding_for = setup.batch_sharding
+  validate_trainer_config(config)  # the edge: from here on the config is trusted
+  return _train(config, workdir, devices=devices, stop_after=stop_after, progress=progress)
 
-  # State: restore the latest readable checkpoint (of this config: RESUME_SAFE_KEYS may change),
-  # or initialise already sharded; a fine-tuning source is checked before anything is compiled.
-  init_from = config.get("init_from", None)
+
+def _train(config: ml_collections.ConfigDict, workdir: str, *, devices: Sequence[jax.Device] | None,
+           stop_after: int | None, progress: bool) -> TrainResult:
+  """:func:`train` of a validated config: set-up, state, loop, summary."""
+  ensure_writable(workdir)
+  setup = _setup(config, devices)
   ckpt_dir = os.path.join(workdir, "checkpoints")
-  if init_from is not None and init_from.get("workdir", "") and not _has_steps(ckpt_dir):
-    if runs is not None:
-      raise InputError("init_from (fine-tuning) works with single runs; set runs.seeds=1 and no runs.sweep")
-    check_pretrained(abstract_state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()),
-                     _seed_index(init_from))
+  init_from = _fine_tuning_source(setup, resuming=_has_steps(ckpt_dir))
   ckpt = Checkpointer(ckpt_dir, config.checkpoint_every,
                       keep=config.checkpoint_keep, keep_period=config.checkpoint_keep_period or None,
-                      config=config.to_dict(), resume_safe=RESUME_SAFE_KEYS + tuple(task.resume_safe))
-  fine_tuned = None  # a fine-tuning run's FineTuneStart: what was loaded from where
+                      config=config.to_dict(), resume_safe=RESUME_SAFE_KEYS + tuple(setup.task.resume_safe))
   try:
-    write_workdir_files(workdir, task.workdir_files, resuming=ckpt.latest_step() is not None)
-    if ckpt.latest_step() is not None:
-      state, _ = ckpt.restore(abstract_like(abstract_state, state_sharding))
-    else:
-      state = jax.jit(init, out_shardings=state_sharding)(*init_args)
-      if init_from is not None and init_from.get("workdir", ""):
-        state, fine_tuned = _fine_tune_start(state, task, optimizer, init_from, runs is not None,
-                                             freeze=tuple(config.optimizer.get("freeze", ()) or ()))
-        if jax.process_index() == 0:
-          print(f"jaxlab: {fine_tuned.describe()}", file=sys.stderr, flush=True)
-    start = int(np.asarray(jax.device_get(state.step)).reshape(-1)[0])
-    if start > config.num_steps:
-      raise InputError(f"the workdir's checkpoint is at step {start}, beyond num_steps={config.num_steps}; "
-                       "raise num_steps to continue it, or use another --workdir")
-
-    # Step: one program per number of steps per call (the last call may run fewer).
-    programs: dict[int, TrainStep] = {}
-    first_call: set[int] = set()
-
-    def program(k: int) -> TrainStep:
-      if k not in programs:
-        programs[k] = setup.train_step(k)
-        first_call.add(k)
-      return programs[k]
-
-    # Input: host batches for calls, built from the batch sharding, one call ahead.
+    write_workdir_files(workdir, setup.task.workdir_files, resuming=ckpt.latest_step() is not None)
+    state, fine_tuned = _initial_state(setup, ckpt, init_from)
     end = config.num_steps if stop_after is None else min(config.num_steps, stop_after)
-    call_starts = list(range(start, end, K))
-
-    def make_batch(call_start: int) -> Any:
-      if task.host_batch is None:
-        return None
-      k = min(K, end - call_start)
-      seeds = list(runs.seeds) if runs is not None else [config.seed]
-      spec = programs[k].batch_spec if k in programs else program(k).batch_spec
-      return input_pipeline.assemble(task.host_batch, range(call_start, call_start + k), seeds,
-                                     config.batch_size, batch_sharding_for(k), spec,
-                                     step_axis=k > 1, run_axis=runs is not None)
-
-    prefetch = input_pipeline.Prefetcher(make_batch, depth=config.prefetch if task.host_batch else 0)
-
-    # Evaluation: its own schedule; one run's state -> scalars, vmapped over runs.
-    evaluate = make_evaluate(task, runs is not None, state_sharding)
-
-    # Loop.
-    writer = MetricsWriter(workdir, resume_step=start)
-    bar = tqdm.tqdm(total=config.num_steps, initial=start, disable=not progress or jax.process_index() != 0,
-                    desc=config.get("name", config.task), dynamic_ncols=True)
-    timer = _Timer(start)
-    t0 = time.perf_counter()
-    last_train: dict[str, Any] = writer.last_row(require="loss") or {}
-    last_eval: dict[str, Any] = {}
-    if evaluate is not None:
-      eval_keys = sorted(jax.eval_shape(evaluate, state))
-      last_eval = {k: v for k, v in (writer.last_row(require=eval_keys[0]) or {}).items() if k in eval_keys}
-    steps_per_sec = float("nan")
-    skipped_at_log = _skipped(state)
-    log_step = start
-    preempted = None
-    stopped_by = None
-    warned_frozen = False
-    with jax.set_mesh(mesh), PreemptionWatcher(ckpt) as watcher:
-      for i, call_start in enumerate(call_starts):
-        k = min(K, end - call_start)
-        step_fn = program(k)
-        batch = prefetch.get(call_start, call_starts[i + 1] if i + 1 < len(call_starts) else None)
-        t_call = time.perf_counter()
-        state, metrics = step_fn(state, batch)
-        done = call_start + k
-        if k in first_call:  # compilation is not training time
-          jax.block_until_ready(metrics)
-          first_call.discard(k)
-          timer.exclude(time.perf_counter() - t_call, k)
-        row: dict[str, Any] = {}
-        if _crossed(call_start, done, config.log_every) or done == config.num_steps:
-          metrics = jax.tree.map(_host, jax.device_get(metrics))
-          steps_per_sec = timer.rate(done)
-          row.update(metrics, steps_per_sec=steps_per_sec,
-                     **{f"{u}_per_sec": steps_per_sec * n for u, n in task.throughput.items()})
-          _check_not_all_skipped(metrics, skipped_at_log, log_step, done)
-          warned_frozen = warned_frozen or _warn_if_frozen(metrics, done)
-          skipped_at_log, log_step = metrics["nonfinite_skipped"], done
-          last_train = row.copy()
-          bar.set_postfix(loss=f"{np.mean(metrics['loss']):.4f}", steps_per_s=f"{steps_per_sec:.1f}")
-          timer.reset(done)
-        if evaluate is not None and (_crossed(call_start, done, config.eval_every) or done == config.num_steps):
-          t = time.perf_counter()
-          last_eval = jax.tree.map(_host, jax.device_get(evaluate(state)))
-          row.update(last_eval)
-          timer.exclude(time.perf_counter() - t)
-        if row:
-          writer.write(done, row)
-        bar.update(k)
-        t = time.perf_counter()
-        if _crossed(call_start, done, config.checkpoint_every) or done == config.num_steps:
-          ckpt.maybe_save(done, state, final=True)
-        if watcher.should_stop(done):  # SIGTERM or a first Ctrl-C: save this step, then stop
-          ckpt.maybe_save(done, state, final=True)
-          preempted = done
-          stopped_by = watcher.reason or "preemption"
-          break
-        timer.exclude(time.perf_counter() - t)
-    bar.close()
-    prefetch.close()
-    writer.close()
+    loop = _run_loop(setup, ckpt, state, workdir, end, progress)
   finally:
     ckpt.close()
+  return TrainResult(state=loop.state, summary=_summary(setup, loop, fine_tuned),
+                     stopped_by=loop.stopped_by if loop.stopped_at is not None else None)
 
-  steps = int(np.asarray(jax.device_get(state.step)).reshape(-1)[0])
+
+# ---------------------------------------------------------------------------------------- state
+
+def _fine_tuning_source(setup: TrainSetup, resuming: bool) -> Any:
+  """``config.init_from`` when this run may start from another run's params, else None; checked
+  here, once, before anything is compiled or written (a resume restores itself: not checked)."""
+  if not _fine_tunes(setup.config):
+    return None
+  init_from = setup.config.init_from
+  if setup.runs is not None:
+    raise InputError("init_from (fine-tuning) works with single runs; set runs.seeds=1 and no runs.sweep")
+  if not resuming:
+    check_pretrained(setup.abstract_state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()),
+                     _seed_index(init_from))
+  return init_from
+
+
+def _initial_state(setup: TrainSetup, ckpt: Checkpointer, init_from: Any
+                   ) -> tuple[TrainState, FineTuneStart | None]:
+  """The latest readable checkpoint of this config (``RESUME_SAFE_KEYS`` may change), or a fresh
+  state initialised already sharded, its params from ``init_from`` when fine-tuning."""
+  config, fine_tuned = setup.config, None
+  if ckpt.latest_step() is not None:
+    state, _ = ckpt.restore(abstract_like(setup.abstract_state, setup.state_sharding))
+  else:
+    state = jax.jit(setup.init, out_shardings=setup.state_sharding)(*setup.init_args)
+    if init_from is not None:
+      state, fine_tuned = _fine_tune_start(state, setup.task, setup.optimizer, init_from,
+                                           freeze=tuple(config.optimizer.get("freeze", ()) or ()))
+      if jax.process_index() == 0:
+        print(f"jaxlab: {fine_tuned.describe()}", file=sys.stderr, flush=True)
+  start = _step_of(state)
+  if start > config.num_steps:
+    raise InputError(f"the workdir's checkpoint is at step {start}, beyond num_steps={config.num_steps}; "
+                     "raise num_steps to continue it, or use another --workdir")
+  return state, fine_tuned
+
+
+def _fine_tunes(config: ml_collections.ConfigDict) -> bool:
+  init_from = config.get("init_from", None)
+  return init_from is not None and bool(init_from.get("workdir", ""))
+
+
+def _step_of(state: TrainState) -> int:
+  return int(np.asarray(jax.device_get(state.step)).reshape(-1)[0])
+
+
+# ----------------------------------------------------------------------------------------- loop
+
+@dataclasses.dataclass
+class _LoopResult:
+  """What the loop ends with: the state, the last logged rows and why it stopped early (if so)."""
+  state: TrainState
+  last_train: dict[str, Any]
+  last_eval: dict[str, Any]
+  steps_per_sec: float
+  wall_time_s: float
+  stopped_at: int | None = None  # the step a signal stopped the run at (checkpoint saved)
+  stopped_by: str | None = None
+
+
+class _Programs:
+  """The jitted step program per number of steps per call (the last call may run fewer), and
+  which of them have not run yet (their first call compiles: not training time)."""
+
+  def __init__(self, setup: TrainSetup):
+    self._setup, self._programs, self.uncompiled = setup, {}, set()
+
+  def __call__(self, k: int) -> TrainStep:
+    if k not in self._programs:
+      self._programs[k] = self._setup.train_step(k)
+      self.uncompiled.add(k)
+    return self._programs[k]
+
+
+def _batch_maker(setup: TrainSetup, programs: _Programs, end: int) -> Callable[[int], Any]:
+  """``call_start -> batch`` of a call (host data, assembled from the batch sharding); None for a
+  task that collects its data on the device."""
+  config, task, runs, K = setup.config, setup.task, setup.runs, setup.config.steps_per_call
+  seeds = list(runs.seeds) if runs is not None else [config.seed]
+
+  def make_batch(call_start: int) -> Any:
+    if task.host_batch is None:
+      return None
+    k = min(K, end - call_start)
+    return input_pipeline.assemble(task.host_batch, range(call_start, call_start + k), seeds,
+                                   config.batch_size, setup.batch_sharding(k), programs(k).batch_spec,
+                                   step_axis=k > 1, run_axis=runs is not None)
+  return make_batch
+
+
+def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir: str, end: int,
+              progress: bool) -> _LoopResult:
+  """Calls of ``steps_per_call`` steps from the state's step to ``end``: log, evaluate and
+  checkpoint on their schedules; a SIGTERM or a first Ctrl-C saves the step and stops."""
+  config, task, K = setup.config, setup.task, setup.config.steps_per_call
+  start = _step_of(state)
+  call_starts = list(range(start, end, K))
+  programs = _Programs(setup)
+  prefetch = input_pipeline.Prefetcher(_batch_maker(setup, programs, end),
+                                       depth=config.prefetch if task.host_batch else 0)
+  evaluate = make_evaluate(task, setup.runs is not None, setup.state_sharding)
+  writer = MetricsWriter(workdir, resume_step=start)
+  bar = tqdm.tqdm(total=config.num_steps, initial=start, disable=not progress or jax.process_index() != 0,
+                  desc=config.get("name", config.task), dynamic_ncols=True)
+  timer, t0 = _Timer(start), time.perf_counter()
+  result = _LoopResult(state, last_train=writer.last_row(require="loss") or {}, last_eval={},
+                       steps_per_sec=float("nan"), wall_time_s=0.0)
+  if evaluate is not None:
+    eval_keys = sorted(jax.eval_shape(evaluate, state))
+    result.last_eval = {k: v for k, v in (writer.last_row(require=eval_keys[0]) or {}).items() if k in eval_keys}
+  skipped_at_log, log_step, warned_frozen = _skipped(state), start, False
+  with jax.set_mesh(setup.mesh), PreemptionWatcher(ckpt) as watcher:
+    for i, call_start in enumerate(call_starts):
+      k = min(K, end - call_start)
+      step_fn = programs(k)
+      batch = prefetch.get(call_start, call_starts[i + 1] if i + 1 < len(call_starts) else None)
+      t_call = time.perf_counter()
+      state, metrics = step_fn(state, batch)
+      done = call_start + k
+      if k in programs.uncompiled:  # compilation is not training time
+        jax.block_until_ready(metrics)
+        programs.uncompiled.discard(k)
+        timer.exclude(time.perf_counter() - t_call, k)
+      row: dict[str, Any] = {}
+      if _crossed(call_start, done, config.log_every) or done == config.num_steps:  # log
+        metrics = jax.tree.map(_host, jax.device_get(metrics))
+        result.steps_per_sec = timer.rate(done)
+        row.update(metrics, steps_per_sec=result.steps_per_sec,
+                   **{f"{u}_per_sec": result.steps_per_sec * n for u, n in task.throughput.items()})
+        _check_not_all_skipped(metrics, skipped_at_log, log_step, done)
+        warned_frozen = warned_frozen or _warn_if_frozen(metrics, done)
+        skipped_at_log, log_step = metrics["nonfinite_skipped"], done
+        result.last_train = row.copy()
+        bar.set_postfix(loss=f"{np.mean(metrics['loss']):.4f}", steps_per_s=f"{result.steps_per_sec:.1f}")
+        timer.reset(done)
+      if evaluate is not None and (_crossed(call_start, done, config.eval_every) or done == config.num_steps):
+        t = time.perf_counter()
+        result.last_eval = jax.tree.map(_host, jax.device_get(evaluate(state)))
+        row.update(result.last_eval)
+        timer.exclude(time.perf_counter() - t)
+      if row:
+        writer.write(done, row)
+      bar.update(k)
+      t = time.perf_counter()
+      if _crossed(call_start, done, config.checkpoint_every) or done == config.num_steps:
+        ckpt.maybe_save(done, state, final=True)
+      if watcher.should_stop(done):  # SIGTERM or a first Ctrl-C: save this step, then stop
+        ckpt.maybe_save(done, state, final=True)
+        result.stopped_at, result.stopped_by = done, watcher.reason or "preemption"
+        break
+      timer.exclude(time.perf_counter() - t)
+  bar.close()
+  prefetch.close()
+  writer.close()
+  result.state, result.wall_time_s = state, time.perf_counter() - t0
+  return result
+
+
+# -------------------------------------------------------------------------------------- summary
+
+def _summary(setup: TrainSetup, loop: _LoopResult, fine_tuned: FineTuneStart | None) -> dict[str, Any]:
+  """The run's summary: what trained where, how fast, and the last logged values."""
+  config, mesh, runs, state, last_train = setup.config, setup.mesh, setup.runs, loop.state, loop.last_train
+  steps = _step_of(state)
   summary = {
-      "task": task.description,
+      "task": setup.task.description,
       "optimizer": config.optimizer.name,
       "devices": f"{mesh.devices.size} x {jax.devices()[0].platform}",
       "mesh": dict(mesh.shape),
       "runs": runs.size if runs is not None else 1,
       "parameters": count_params(state.params, run_axis=runs is not None),
-      "state_MiB_per_device": round(report.per_device_bytes / 2**20, 3),
-      "replicated_MiB": round(report.replicated_bytes / 2**20, 3),
+      "state_MiB_per_device": round(setup.report.per_device_bytes / 2**20, 3),
+      "replicated_MiB": round(setup.report.replicated_bytes / 2**20, 3),
       "steps": steps,
       "final_loss": last_train.get("loss", float("nan")),
       "nonfinite_skipped": _host(jax.device_get(state.nonfinite_skipped)),
-      "steps_per_sec": last_train.get("steps_per_sec", steps_per_sec),
+      "steps_per_sec": last_train.get("steps_per_sec", loop.steps_per_sec),
       **{k: v for k, v in last_train.items() if k.endswith("_per_sec") and k != "steps_per_sec"},
-      "wall_time_s": time.perf_counter() - t0,
+      "wall_time_s": loop.wall_time_s,
       **{k: v for k, v in last_train.items() if k.startswith("opt/")},
-      **last_eval,
+      **loop.last_eval,
   }
   if fine_tuned is not None:
     summary["init_from"] = f"{fine_tuned.workdir} (step {fine_tuned.step})"
-  if preempted is not None and stopped_by == "SIGINT":
-    summary["stopped"] = f"interrupted (Ctrl-C) at step {preempted} (checkpoint saved; rerun with the same workdir to resume)"
-  elif preempted is not None:
-    summary["stopped"] = f"preempted at step {preempted} (checkpoint saved; rerun to resume)"
+  if loop.stopped_at is not None and loop.stopped_by == "SIGINT":
+    summary["stopped"] = (f"interrupted (Ctrl-C) at step {loop.stopped_at} (checkpoint saved; rerun with the same "
+                          "workdir to resume)")
+  elif loop.stopped_at is not None:
+    summary["stopped"] = f"preempted at step {loop.stopped_at} (checkpoint saved; rerun to resume)"
   elif steps < config.num_steps:
     summary["stopped"] = f"early at step {steps} of {config.num_steps} (--stop_after; rerun to resume)"
-  return TrainResult(state=state, summary=summary, stopped_by=stopped_by if preempted is not None else None)
+  return summary
 
 
 def _has_steps(directory: str) -> bool:
@@ -411,12 +473,11 @@ def _seed_index(init_from: Any) -> int | None:
   return None if index == -1 else index
 
 
-def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: Any, has_runs: bool,
+def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: Any,
                      freeze: tuple[str, ...] = ()) -> tuple[TrainState, FineTuneStart]:
   """A fresh state whose params come from ``init_from.workdir`` (``reinit`` leaves stay fresh),
-  and what was loaded from where (``freeze`` patterns are counted in it)."""
-  if has_runs:
-    raise InputError("init_from (fine-tuning) works with single runs; set runs.seeds=1 and no runs.sweep")
+  and what was loaded from where (``freeze`` patterns are counted in it); a single run's state
+  (``_fine_tuning_source`` checked)."""
   start = fine_tune_start(state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()), freeze,
                           _seed_index(init_from))
   params = start.params
@@ -464,8 +525,9 @@ def run_experiments(config: ml_collections.ConfigDict, workdir: str, **kwargs: A
   A config with an ``experiments`` block is a suite (the quickstart exercises every method this
   way); each entry is a complete experiment config. Returns ``{name: summary}``.
   """
+  options = {"devices": None, "stop_after": None, "progress": True, **kwargs}
   if "experiments" not in config:
-    return {config.get("name", config.task): train(config, workdir, **kwargs).summary}
+    return {config.get("name", config.task): train(config, workdir, **options).summary}
   for name, sub in config.experiments.items():  # every experiment's bad input, before any compute
     try:
       validate_trainer_config(sub)
@@ -473,7 +535,7 @@ def run_experiments(config: ml_collections.ConfigDict, workdir: str, **kwargs: A
       raise InputError(f"experiments.{name}: {e}") from None
   summaries = {}
   for name, sub in config.experiments.items():
-    result = train(sub, os.path.join(workdir, name), **kwargs)
+    result = _train(sub, os.path.join(workdir, name), **options)
     summaries[name] = result.summary
     if result.stopped_by is not None:  # SIGTERM / Ctrl-C: the suite stops too; a rerun resumes it
       break

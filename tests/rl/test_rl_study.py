@@ -6,7 +6,8 @@ import jax
 import pytest
 
 from configs import rl_expert_scaling, rl_momo_dqn
-from configs.rl_expert_scaling import cell_config, run_labels, scaled_dqn, units
+from benchmarks.rl_study_cells import cell_config, run_labels, units
+from configs.rl_expert_scaling import scaled_dqn
 from jaxlab.config_files import load_config
 from jaxlab.optim.config import optimizer_from_config
 from jaxlab.train.runs import runs_from_config

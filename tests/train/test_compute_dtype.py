@@ -142,7 +142,7 @@ def test_trainer_runs_a_config_in_bfloat16(tmp_path):
 
 @pytest.mark.parametrize("study", ["rl_expert_scaling:small", "rl_momo_dqn:small"])
 def test_study_cells_take_compute_dtype_from_base(study):
-  from configs.rl_expert_scaling import cell_config  # pylint: disable=import-outside-toplevel
+  from benchmarks.rl_study_cells import cell_config  # pylint: disable=import-outside-toplevel
   s = load_config(study)
   assert s.base.compute_dtype == "float32"
   s.base.compute_dtype = "bfloat16"  # --config.base.compute_dtype=bfloat16: the key exists in base

@@ -22,14 +22,14 @@ import os
 import jax
 import pytest
 
-from jaxlab.config_files import load_config, load_config_module
+from benchmarks.rl_study_cells import cell_config as _rl_cell
+from jaxlab.config_files import load_config
 from jaxlab.train.checkpoint import abstract_like
 from jaxlab.train.runs import runs_from_config
 from jaxlab.train.trainer import make_train_setup
 from tests.export_helpers import BARRIER, export_for
 from tests.ot_clip.data.conftest import write_image_folder
 
-_rl_cell = load_config_module("rl_expert_scaling").cell_config
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                        "configs", "examples", "robust_regression.py")
 
