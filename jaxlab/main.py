@@ -1,6 +1,15 @@
 r"""Command line: ``python -m jaxlab.main --config=configs/<name>.py[:arg] --workdir=DIR [--config.key=value ...]``.
 
 Re-running the same command resumes from the latest checkpoint in ``DIR``.
+
+Several processes (hosts) run the same command, each with its own process id:
+
+* ``--distributed``: call ``jax.distributed.initialize()`` first, which detects the cluster on
+  Cloud TPU, SLURM and Open MPI;
+* elsewhere, ``--coordinator_address=host:port`` (of process 0), ``--num_processes=N`` and
+  ``--process_id=0..N-1``, or the environment variables ``JAX_COORDINATOR_ADDRESS``,
+  ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID`` where the flag is not given. Any of the three (flag or
+  variable) implies ``--distributed``; a bad value is one line (``jaxlab.distributed.distributed_args``).
 """
 
 from __future__ import annotations
@@ -51,6 +60,14 @@ _STOP_AFTER = flags.DEFINE_integer("stop_after", None,
                                    "Stop after this global step (no final checkpoint), e.g. for time-sliced jobs.")
 _DISTRIBUTED = flags.DEFINE_bool("distributed", False,
                                  "Call jax.distributed.initialize() first (multi-host; cluster auto-detected).")
+# Strings, checked by jaxlab.distributed like their environment variables (one message for both).
+_COORDINATOR = flags.DEFINE_string("coordinator_address", None,
+                                   "host:port of process 0 (default: $JAX_COORDINATOR_ADDRESS); implies --distributed.")
+_NUM_PROCESSES = flags.DEFINE_string("num_processes", None,
+                                     "Number of processes (default: $JAX_NUM_PROCESSES); implies --distributed.")
+_PROCESS_ID = flags.DEFINE_string("process_id", None,
+                                  "This process's id in [0, num_processes) (default: $JAX_PROCESS_ID); "
+                                  "implies --distributed.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -146,11 +163,17 @@ def _remove_if_empty(workdir: str) -> None:
 def main(argv: Sequence[str]) -> None:
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  from jaxlab.distributed import distributed_args, initialize
   from jaxlab.xla_flags import add_cpu_collective_timeouts
   add_cpu_collective_timeouts()  # before JAX starts its backends: no random aborts on loaded CPUs
+  try:  # before any workdir exists: a refused launch leaves nothing behind
+    processes = distributed_args(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
+                                 distributed=_DISTRIBUTED.value)
+    if processes is not None:
+      initialize(processes)
+  except InputError as e:
+    _fail(str(e))
   import jax
-  if _DISTRIBUTED.value:
-    jax.distributed.initialize()
   from jaxlab.errors import CheckpointError, DivergedError
   from jaxlab.train.trainer import ensure_writable, run_experiments
   created = not os.path.exists(_WORKDIR.value)

@@ -96,3 +96,19 @@ def test_fine_tuning_from_the_command_line(tmp_path):
   assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
   assert bad.stderr.strip().splitlines() == [
       "jaxlab: error: optimizer.freeze pattern '^head/' matches no parameter (paths look like: b, w)"]
+
+
+@pytest.mark.parametrize("args,env,message", [
+    (["--num_processes=2", "--process_id=2"], {}, "--process_id=2; must be an int in [0, 1]"),
+    ([], {"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
+     "JAX_NUM_PROCESSES=2 and JAX_PROCESS_ID=0 given without --coordinator_address (JAX_COORDINATOR_ADDRESS), "
+     "and no cluster (Cloud TPU, SLURM, Open MPI) was detected to supply it"),
+])
+def test_bad_multi_process_settings_are_one_line(tmp_path, args, env, message):
+  p = subprocess.run([sys.executable, "-m", "jaxlab.main", "--config=digits_mlp:tiny", f"--workdir={tmp_path / 'new'}",
+                      *args], cwd=REPO, env=dict(os.environ, XLA_FLAGS="", **env),
+                     capture_output=True, text=True, timeout=300)
+  assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+  errors = [l for l in p.stderr.splitlines() if l.startswith("jaxlab: error:")]
+  assert len(errors) == 1 and message in errors[0], p.stderr
+  assert not (tmp_path / "new").exists()
