@@ -3,7 +3,7 @@
 ``python -m jaxlab.main --workdir=DIR`` (or ``jaxlab.train.trainer.train``) leaves in ``DIR``:
 
 * ``checkpoints/<step>/``: the train state and the config it was trained with, per complete step
-  (orbax's layout, which only :mod:`jaxlab.train.checkpoint` knows);
+  (orbax's layout, which only ``jaxlab.train.checkpoint`` knows);
 * ``metrics.jsonl``: one strict-JSON object per logged step (``null`` for a non-finite value);
 * a suite (``configs/quickstart.py``) instead keeps one such workdir per experiment, in
   sub-directories.
