@@ -53,7 +53,7 @@ nitpick_ignore_regex = [(r"py:.*", rf"({'|'.join(_FOREIGN)})\..*")]
 public_api_packages = ["jaxlab"]
 public_api_modules = [
     "jaxlab", "jaxlab.load", "jaxlab.config_files", "jaxlab.distributed", "jaxlab.errors", "jaxlab.registry", "jaxlab.report",
-    "jaxlab.train", "jaxlab.tasks", "jaxlab.models", "jaxlab.losses", "jaxlab.optim", "jaxlab.moe",
+    "jaxlab.train", "jaxlab.train.workdir", "jaxlab.tasks", "jaxlab.models", "jaxlab.losses", "jaxlab.optim", "jaxlab.moe",
     "jaxlab.ot_clip", "jaxlab.ot_clip.similarity", "jaxlab.pde", "jaxlab.pde.data", "jaxlab.pde.data.files", "jaxlab.pde.data.resample", "jaxlab.rl",
     "jaxlab.data", "jaxlab.data.digits", "jaxlab.data.batching",
 ]

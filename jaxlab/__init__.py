@@ -7,7 +7,7 @@ Submodules are imported lazily by the user (``from jaxlab import optim``); impor
 __version__ = "0.1.0"
 
 
-def load_run(workdir, step=None, *, seed_index=None, opt_state=False):
+def load_run(workdir, step=None, *, seed_index=None, opt_state=False, mesh=None):
   """A trained run back in hand; see :func:`jaxlab.load.load_run` (imported on first use)."""
   from jaxlab.load import load_run as _load_run  # noqa: PLC0415 - keeps ``import jaxlab`` light
-  return _load_run(workdir, step, seed_index=seed_index, opt_state=opt_state)
+  return _load_run(workdir, step, seed_index=seed_index, opt_state=opt_state, mesh=mesh)

@@ -13,30 +13,29 @@ and binds the task's inference functions to them::
 
 A workdir of several vmapped runs (``runs.seeds`` / ``runs.sweep``) loads one of them
 (``seed_index=i``: params without a run axis) or all (the default: params with a leading run
-axis, and every function vmapped over it). Nothing in the workdir is written: checkpoints are
-opened read-only.
+axis, and every function vmapped over it); only the runs asked for are read. Nothing in the
+workdir is written (it is read through :class:`jaxlab.train.workdir.Workdir`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
-import logging
 import os
 from typing import Any, Callable
 
 import jax
 import ml_collections
 import numpy as np
-import orbax.checkpoint as ocp
 
 from jaxlab.errors import CheckpointError, InputError, is_int
 from jaxlab.tasks.inference import Inference
-from jaxlab.train.checkpoint import quiet_closed_loop_reports
+from jaxlab.train import checkpoint
+from jaxlab.train.sharding import tree_shardings
 from jaxlab.train.state import TrainState
 from jaxlab.train.task import Task, make_task
 from jaxlab.train.trainer import build_state_init, make_evaluate
+from jaxlab.train.workdir import Workdir
 
 #: Task name -> ``"module:function"`` that builds its ``(Task, Inference)``. :func:`load_run` binds
 #: the inference functions of a listed task to the run; a task not listed loads without them.
@@ -141,19 +140,9 @@ class Run:
     """What the trainer logged in ``metrics.jsonl`` at this checkpoint's step (this run's values).
 
     Rows of the same step (a resumed run may log a step twice) are merged, later ones winning;
-    ``{}`` if nothing was logged at this step.
+    a non-finite value (``null`` in the file) is NaN; ``{}`` if nothing was logged at this step.
     """
-    path = os.path.join(self.workdir, "metrics.jsonl")
-    merged: dict[str, Any] = {}
-    if os.path.isfile(path):
-      with open(path) as f:
-        for line in f:
-          try:
-            row = json.loads(line)
-          except json.JSONDecodeError:
-            continue  # a line cut short by a killed run
-          if isinstance(row, dict) and row.get("step") == self.step:
-            merged.update(row)
+    merged = Workdir(self.workdir).logged_at(self.step)
     i = self._index
     return {k: v[i] if i is not None and isinstance(v, list) else v for k, v in merged.items()}
 
@@ -167,38 +156,24 @@ def _tuples(tree: Any) -> Any:
   return tree
 
 
-def _checkpoint_dir(workdir: Any) -> str:
-  """``workdir/checkpoints`` after checking that there is one with a step in it (one-line errors)."""
+def _workdir(workdir: Any) -> Workdir:
+  """The workdir (absolute paths: messages name them) after checking that it has a checkpoint."""
   if not isinstance(workdir, (str, os.PathLike)) or not str(workdir):
     raise InputError(f"load_run: workdir={workdir!r} must be a path to a trained run's directory")
   workdir = os.fspath(workdir)
   if not os.path.isdir(workdir):
     raise InputError(f"load_run: workdir={workdir!r} does not exist (or is not a directory); "
                      "allowed: a directory that python -m jaxlab.main --workdir=... trained")
-  directory = os.path.join(workdir, "checkpoints")
-  if os.path.isdir(directory) and any(n.isdigit() for n in os.listdir(directory)):
-    return directory
-  # A suite (configs/quickstart.py) keeps each experiment in its own subdirectory.
-  children = sorted(n for n in os.listdir(workdir) if os.path.isdir(os.path.join(workdir, n, "checkpoints")))
-  hint = (f"; it holds a suite, load one of its experiments: {', '.join(os.path.join(workdir, n) for n in children)}"
-          if children else "; allowed: a workdir with checkpoints/<step>/ (train one, or wait for its first checkpoint)")
+  found = Workdir(os.path.abspath(workdir))
+  if found.steps():
+    return found
+  children = [w.path for w in Workdir(workdir).experiments() if w.has_checkpoints]
+  hint = (f"; it holds a suite, load one of its experiments: {', '.join(children)}" if children
+          else "; allowed: a workdir with checkpoints/<step>/ (train one, or wait for its first checkpoint)")
   raise InputError(f"load_run: workdir={workdir!r} holds no checkpoint (no checkpoints/<step>/ in it){hint}")
 
 
-def _read_only_manager(directory: str) -> ocp.CheckpointManager:
-  absl = logging.getLogger("absl")
-  level = absl.level
-  absl.setLevel(logging.ERROR)  # orbax warns that a read-only manager is read-only
-  try:
-    return ocp.CheckpointManager(
-        directory, options=ocp.CheckpointManagerOptions(read_only=True, create=False),
-        item_handlers={"state": ocp.PyTreeCheckpointHandler(), "config": ocp.JsonCheckpointHandler()})
-  finally:
-    absl.setLevel(level)
-
-
-def _pick_step(manager: ocp.CheckpointManager, step: Any, directory: str) -> int:
-  steps = sorted(manager.all_steps())
+def _pick_step(steps: list[int], step: Any, directory: str) -> int:
   allowed = f"allowed: {', '.join(map(str, steps))} (or None for the newest)"
   if not steps:
     raise InputError(f"load_run: no complete checkpoint in {directory}; train on until one is saved")
@@ -228,8 +203,19 @@ def _build(config: ml_collections.ConfigDict) -> tuple[Task, Inference | None]:
   return getattr(importlib.import_module(module), name)(config)
 
 
+def _placement(config: ml_collections.ConfigDict, abstract: Any, mesh: jax.sharding.Mesh | None,
+               run_axis: bool) -> Any:
+  """Shardings for ``abstract``: the default device, or the trainer's for ``mesh`` (its sharding
+  rules and FSDP setting; a run axis over "data")."""
+  if mesh is None:
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    return jax.tree.map(lambda _: device, abstract)
+  return tree_shardings(abstract, mesh, config.sharding_rules, fsdp_axis=config.fsdp_axis or None,
+                        fsdp_min_size=config.fsdp_min_size, run_axis="data" if run_axis else None)
+
+
 def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = None,
-             opt_state: bool = False) -> Run:
+             opt_state: bool = False, mesh: jax.sharding.Mesh | None = None) -> Run:
   """The run in ``workdir`` at ``step``: config, params, task, model and inference functions.
 
   Args:
@@ -237,49 +223,51 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
       ``checkpoints/<step>/``).
     step: the checkpoint to load (None: the newest).
     seed_index: in a workdir of several vmapped runs, the run to load (its params without the
-      run axis); None loads all (params with a leading run axis). A single run takes 0 or None.
+      run axis; only that run is read); None loads all (params with a leading run axis). A single
+      run takes 0 or None.
     opt_state: also restore the optimizer state (``run.opt_state``).
+    mesh: place the arrays on this mesh as the trainer does for it: the config's
+      ``sharding_rules`` and FSDP setting (``jaxlab.train.sharding.tree_shardings``), and the run
+      axis of all runs over the "data" axis (so the run count must divide it). None: the default
+      device.
 
   Returns:
-    A :class:`Run`, its arrays on the default device.
+    A :class:`Run`, its arrays on the default device (or on ``mesh``).
 
   Raises:
     InputError: no such workdir, no checkpoint in it, no checkpoint at ``step``, ``seed_index``
       out of range; one line naming the value and what is allowed. Nothing is written.
   """
-  directory = os.path.abspath(_checkpoint_dir(workdir))  # orbax takes absolute paths only
+  found = _workdir(workdir)
+  directory = found.checkpoints
   workdir = os.fspath(workdir)
-  quiet_closed_loop_reports()
-  manager = _read_only_manager(directory)
+  checkpoint.quiet_closed_loop_reports()
+  step = _pick_step(found.steps(), step, directory)
   try:
-    step = _pick_step(manager, step, directory)
-    try:
-      saved = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore())).config
-    except Exception as e:  # noqa: BLE001 - any read error: name the place
-      raise CheckpointError(f"load_run: the config of {directory}/{step} is unreadable: {type(e).__name__}: {e}") from e
-    config = ml_collections.ConfigDict(_tuples(saved))
-    task, inference = _build(config)
-    task, runs, _, init, init_args = build_state_init(config, task)
-    _check_seed_index(seed_index, runs, workdir, int(config.seed))
-    abstract = jax.eval_shape(init, *init_args)
-    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    keys = _STATE_KEYS + (("opt_state",) if opt_state else ())
-    item = {k: jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), getattr(abstract, k))
-            for k in keys}
-    try:
-      restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
-          item=item, restore_args=ocp.checkpoint_utils.construct_restore_args(item), partial_restore=True))).state
-    except Exception as e:  # noqa: BLE001 - truncated files, another run's tree: name the place
-      raise CheckpointError(f"load_run: {directory}/{step} is unreadable for this config: "
-                            f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}") from e
-  finally:
-    manager.close()
+    saved = found.saved_config(step, required=True)
+  except CheckpointError as e:
+    raise CheckpointError(f"load_run: {e}") from e.__cause__
+  config = ml_collections.ConfigDict(_tuples(saved))
+  task, inference = _build(config)
+  task, runs, _, init, init_args = build_state_init(config, task)
+  _check_seed_index(seed_index, runs, workdir, int(config.seed))
+  index = seed_index if runs is not None and seed_index is not None else None
+  abstract = jax.eval_shape(init, *init_args)
+  keys = _STATE_KEYS + (("opt_state",) if opt_state else ())
+  fields = {k: getattr(abstract, k) for k in keys}
+  if index is not None:  # one run out of several: its shapes, without the run axis
+    fields = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), fields)
+  shardings = _placement(config, fields, mesh, run_axis=runs is not None and index is None)
+  item = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), fields, shardings)
+  try:
+    restored = checkpoint.read_state(directory, step, item, run_index=index)
+  except Exception as e:  # noqa: BLE001 - truncated files, another run's tree: name the place
+    raise CheckpointError(f"load_run: {directory}/{step} is unreadable for this config: "
+                          f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}") from e
   seeds = tuple(runs.seeds) if runs is not None else (int(config.seed),)
   labels = tuple(runs.label(i) for i in range(runs.size)) if runs is not None else (f"seed={config.seed}",)
   run_axis = runs is not None and seed_index is None
-  index = seed_index if runs is not None and seed_index is not None else None
-  if index is not None:  # one run out of several: drop the run axis
-    restored = jax.tree.map(lambda x: x[index], restored)
+  if index is not None:
     seeds, labels = (seeds[index],), (labels[index],)
   state_keys = {k: restored[k] for k in ("step", "rng", "nonfinite_skipped")}
   return Run(workdir=workdir, step=step, config=config, task=task,

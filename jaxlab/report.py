@@ -32,12 +32,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from jaxlab.errors import InputError
-from jaxlab.train.metrics_writer import read_metrics
+from jaxlab.train import workdir as workdir_lib
+from jaxlab.train.checkpoint import BOOKKEEPING_KEYS
 
-#: Config keys (``fnmatch`` patterns) that do not make two runs a different setting: bookkeeping,
-#: placement, the seed. The swept values of ``runs.sweep`` are added per run.
-NOT_A_SETTING = ("seed", "runs.*", "name", "log_every", "eval_every", "checkpoint_*", "prefetch",
-                 "steps_per_call", "remat", "mesh", "sharding_rules", "fsdp_*", "init_from.*")
+#: Config keys (``fnmatch`` patterns) that do not make two runs a different setting: the
+#: bookkeeping and placement keys (``jaxlab.train.checkpoint.BOOKKEEPING_KEYS``, which a resumed run
+#: may change too), and the seed and the runs of one program (``seed``, ``runs.*``), which tell the
+#: seeds of a setting apart (a resumed run may not change them). ``num_steps`` is a setting here,
+#: though a resumed run may change it: runs of another length are another experiment to compare.
+#: The swept values of ``runs.sweep`` are added per run.
+NOT_A_SETTING = ("seed", "runs.*") + BOOKKEEPING_KEYS
 # The default metrics: results (losses, accuracies, errors, returns), not the logged counters, rates
 # and diagnostics (grad_norm, opt/*, moe/*: shown when asked for with --metrics).
 #: A metric is reported by default when a word of its name (between ``_`` / ``/`` or at its ends)
@@ -69,21 +73,6 @@ class Workdir:
 
 
 # ---------------------------------------------------------------- reading
-
-def _saved_config(path: str) -> dict[str, Any] | None:
-  """The config saved with the newest checkpoint whose config reads (orbax's JSON item)."""
-  ckpts = os.path.join(path, "checkpoints")
-  steps = sorted((int(s) for s in os.listdir(ckpts) if s.isdigit()), reverse=True) if os.path.isdir(ckpts) else []
-  for step in steps:
-    try:
-      with open(os.path.join(ckpts, str(step), "config", "metadata")) as f:
-        config = json.load(f)
-    except (OSError, ValueError):
-      continue
-    if isinstance(config, dict):
-      return config
-  return None
-
 
 def _runs_of(config: dict[str, Any] | None, num_runs: int) -> tuple[list[str], list[dict[str, float]]]:
   """Labels and swept values per run, from the saved config (``run_<i>`` without one)."""
@@ -117,20 +106,22 @@ def load_workdir(path: str) -> Workdir:
   """
   if not os.path.isdir(path):
     raise InputError(f"workdir {path!r} does not exist (argument WORKDIR)")
-  if not os.path.isfile(os.path.join(path, "metrics.jsonl")):
-    inner = sorted(d for d in os.listdir(path) if os.path.isfile(os.path.join(path, d, "metrics.jsonl")))
+  found = workdir_lib.Workdir(path)
+  if not found.has_metrics:
+    inner = [os.path.basename(w.path) for w in found.experiments() if w.has_metrics]
     hint = (f"; it holds the experiments {', '.join(inner)}: report those, e.g. {os.path.join(path, inner[0])}"
             if inner else "; pass the --workdir a training run wrote")
     raise InputError(f"workdir {path!r} has no metrics.jsonl (argument WORKDIR){hint}")
   try:
-    rows = read_metrics(path)
+    rows = found.metrics()
   except (ValueError, UnicodeDecodeError) as e:
     raise InputError(f"{os.path.join(path, 'metrics.jsonl')} is not JSON lines ({e}); "
                      "it must be the file the trainer wrote") from None
   if not rows:
     raise InputError(f"{os.path.join(path, 'metrics.jsonl')} holds no logged step yet (argument WORKDIR)")
   num_runs = max((len(v) for r in rows for v in r.values() if isinstance(v, list)), default=1)
-  config = _saved_config(path)
+  # the config of the newest checkpoint whose config reads (None: checkpoints removed)
+  config = next((c for c in map(found.saved_config, reversed(found.steps())) if c is not None), None)
   labels, hparams = _runs_of(config, num_runs)
   return Workdir(path=path, rows=rows, config=config, labels=labels, hparams=hparams)
 

@@ -5,7 +5,9 @@ of an abstract state) and ``config`` (JSON). Orbax writes a step to a temporary 
 renames it when complete, so a run killed mid-save leaves the previous checkpoint intact. If the
 latest checkpoint is unreadable anyway (files truncated by a crash on a network filesystem), the
 restore warns, naming the step and the error, and falls back to the newest readable one.
-``restore_params`` reads only the params (for fine-tuning another run's weights).
+``restore_params`` reads only the params (for fine-tuning another run's weights). This module is
+the one place that knows orbax's layout of a checkpoints directory: :mod:`jaxlab.train.workdir`
+reads a workdir through ``checkpoint_steps``, ``read_config`` and ``read_state``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import warnings
 from typing import Any, Sequence
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 
 from jaxlab.errors import CheckpointError, InputError
 from jaxlab.train.sharding import path_name
@@ -48,14 +52,18 @@ def config_differences(saved: Any, current: Any, limit: int = 6) -> list[str]:
   return [f"{k}: {a.get(k, '<absent>')!r} there, {b.get(k, '<absent>')!r} here" for k in keys[:limit]]
 
 
-# Config keys a resumed run may change: placement, cadence and length, not the model, data or
-# optimizer (a deliberate change of those is a new run started with init_from). fnmatch patterns
-# over flattened keys; a task adds its own evaluation-only keys (``Task.resume_safe``).
-RESUME_SAFE_KEYS = (
-    "name", "num_steps", "log_every", "eval_every", "checkpoint_every", "checkpoint_keep",
-    "checkpoint_keep_period", "prefetch", "steps_per_call", "remat", "mesh", "sharding_rules",
-    "fsdp_axis", "fsdp_min_size", "init_from.*",
+#: Config keys that say how a run is named, logged, checkpointed and placed, not what it trains:
+#: the keys that are a setting of neither a resumed run nor a results report. ``fnmatch``
+#: patterns over flattened keys.
+BOOKKEEPING_KEYS = (
+    "name", "log_every", "eval_every", "checkpoint_every", "checkpoint_keep", "checkpoint_keep_period",
+    "prefetch", "steps_per_call", "remat", "mesh", "sharding_rules", "fsdp_axis", "fsdp_min_size", "init_from.*",
 )
+# Config keys a resumed run may change: the bookkeeping and the length (``num_steps``), not the
+# model, data, optimizer or seed (a deliberate change of those is a new run started with
+# init_from). A task adds its own evaluation-only keys (``Task.resume_safe``). ``num_steps`` comes
+# second because the refusal lists the keys in this order.
+RESUME_SAFE_KEYS = BOOKKEEPING_KEYS[:1] + ("num_steps",) + BOOKKEEPING_KEYS[1:]
 
 
 def resume_differences(saved: Any, current: Any, safe: Sequence[str] = RESUME_SAFE_KEYS
@@ -132,8 +140,9 @@ class Checkpointer:
     return sorted(self._manager.all_steps())
 
   def saved_config(self, step: int) -> dict | None:
+    """The config saved beside checkpoint ``step`` (None if unreadable)."""
     try:
-      return self._manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore())).config
+      return read_config(self.directory, step)
     except Exception:  # noqa: BLE001 - an unreadable config only loses the comparison
       return None
 
@@ -300,6 +309,108 @@ def _run_axis_size(saved: Any, wanted: Any) -> int | None:
   return sizes.pop() if whole and len(sizes) == 1 else None
 
 
+# ---------------------------------------------------------------- reading a checkpoints directory
+# Orbax's layout, known only here: ``<directory>/<step>/`` (the manager's default step names) holds
+# the items ``state`` (the TrainState) and ``config`` (JSON); a step still being written is a
+# temporary directory that orbax does not count.
+
+def _item_path(directory: str, step: int, item: str) -> epath.Path:
+  return epath.Path(os.path.abspath(directory)) / str(int(step)) / item
+
+
+def checkpoint_steps(directory: str) -> list[int]:
+  """The steps of the complete checkpoints in ``directory``, ascending (``[]``: none, or no directory)."""
+  if not os.path.isdir(directory):
+    return []
+  return sorted(int(s) for s in ocp.utils.checkpoint_steps(os.path.abspath(directory)))
+
+
+def read_config(directory: str, step: int) -> dict:
+  """The config saved beside checkpoint ``step``; raises what the read raised (missing, not JSON)."""
+  config = ocp.JsonCheckpointHandler().restore(_item_path(directory, step, "config"))
+  if not isinstance(config, dict):
+    raise ValueError(f"the saved config is a {type(config).__name__}, not a dict")
+  return config
+
+
+def state_metadata(directory: str, step: int) -> Any:
+  """The saved train state's tree of array metadata (shapes, dtypes) at ``step``; reads no array."""
+  return ocp.PyTreeCheckpointHandler().metadata(_item_path(directory, step, "state")).tree
+
+
+def _read_region(store: Any, index: tuple[slice, ...]) -> np.ndarray:
+  """One device's region of one run: the only thing a run-slice read brings into memory at a time."""
+  return np.asarray(store[index].read().result())
+
+
+def _read_run(path: epath.Path, item: dict[str, Any], run_index: int) -> dict[str, Any]:
+  """Run ``run_index`` of every leaf under ``item``, read region by region onto its sharding.
+
+  Orbax restores whole arrays (its target sharding must tile the saved ``[runs, ...]`` shape), so
+  one run out of R would first be R runs in memory, on one device unless R divides the devices.
+  TensorStore reads an index of the stored array instead: each device's region of run
+  ``run_index`` is read from the chunks that hold it (orbax writes one chunk per shard of the run
+  axis) and placed straight onto that device by ``jax.make_array_from_callback``. The bytes are
+  those orbax would read (cast, if the dtype differs, by TensorStore as orbax does), so the result
+  is bit-identical to restoring every run and slicing.
+  """
+  import tensorstore as ts  # noqa: PLC0415 - orbax's storage layer
+
+  metadata = ocp.PyTreeCheckpointHandler().metadata(path)
+  saved = {path_name(p): m for p, m in jax.tree_util.tree_flatten_with_path(metadata.tree)[0]}
+  ocdbt = ocp.type_handlers.is_ocdbt_checkpoint(path)
+  context = ocp.type_handlers.get_ts_context(use_ocdbt=ocdbt)
+
+  def one(key_path: Any, target: Any) -> jax.Array:
+    name = path_name(key_path)
+    if name not in saved:
+      raise KeyError(f"{name} is not in the checkpoint")
+    info = ocp.type_handlers.ParamInfo(name=saved[name].name, parent_dir=path, is_ocdbt_checkpoint=ocdbt,
+                                       use_zarr3=metadata.use_zarr3, ts_context=context)
+    store = ts.open(ocp.type_handlers.get_json_tspec_read(info, use_ocdbt=ocdbt), open=True, context=context).result()
+    if store.dtype.numpy_dtype != np.dtype(target.dtype):
+      store = ts.cast(store, np.dtype(target.dtype))
+    run = store[run_index]
+    if tuple(run.shape) != tuple(target.shape):
+      raise ValueError(f"{name} has shape {tuple(store.shape)} there, a run of {tuple(target.shape)} here")
+    sharding = getattr(target, "sharding", None) or jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    regions: dict[tuple, np.ndarray] = {}  # replicated leaves: one read, every device gets a copy
+
+    def region(index: tuple[slice, ...]) -> np.ndarray:
+      key = tuple((s.start, s.stop, s.step) for s in index)
+      if key not in regions:
+        regions[key] = _read_region(run, index)
+      return regions[key]
+    return jax.make_array_from_callback(tuple(target.shape), sharding, region)
+
+  return jax.tree_util.tree_map_with_path(one, item)
+
+
+def read_state(directory: str, step: int, item: dict[str, Any], *, run_index: int | None = None) -> dict[str, Any]:
+  """Some of the train state saved at ``step``, onto the shardings ``item`` carries; nothing is written.
+
+  Args:
+    directory: a checkpoints directory (``workdir/checkpoints``).
+    step: a complete checkpoint's step.
+    item: ``{field: tree of ShapeDtypeStruct}`` for the state fields to read (``params``,
+      ``opt_state``, ...), each leaf with the sharding to restore onto; the other fields are not read.
+    run_index: of a checkpoint of vmapped runs (leaves ``[runs, ...]``), read only this run;
+      ``item`` then has the shapes of one run, without the run axis.
+
+  Returns:
+    ``{field: tree of jax.Array}``; a read error is raised as it came.
+  """
+  path = _item_path(directory, step, "state")
+  if run_index is not None:
+    return _read_run(path, item, run_index)
+  checkpointer = ocp.Checkpointer(ocp.PyTreeCheckpointHandler())
+  try:
+    return checkpointer.restore(path, args=ocp.args.PyTreeRestore(
+        item=item, restore_args=ocp.checkpoint_utils.construct_restore_args(item), partial_restore=True))
+  finally:
+    checkpointer.close()
+
+
 def restore_params(directory: str, abstract_params: Any, step: int | None = None, *,
                    model_names: Sequence[str] | None = None, source: str = "", check_only: bool = False,
                    run_index: int | None = None) -> Any:
@@ -312,64 +423,50 @@ def restore_params(directory: str, abstract_params: Any, step: int | None = None
   falls back to the newest readable one with a warning, as a resume does. ``source`` names the
   config key the directory came from, for messages. ``check_only``: run the checks on the newest
   checkpoint whose metadata is readable, read no array, return None. ``run_index``: the run to take
-  from a checkpoint of several vmapped runs (params with a leading run axis); such a checkpoint
+  from a checkpoint of several vmapped runs (params with a leading run axis); only that run is
+  read, straight onto the shardings of ``abstract_params`` (``read_state``). Such a checkpoint
   without it is refused in one line that says how many runs it holds.
   """
   directory = os.path.abspath(directory)
   where = f"{source}={os.path.dirname(directory)!r}: " if source else ""
-  manager = ocp.CheckpointManager(directory, item_handlers={"state": ocp.PyTreeCheckpointHandler(),
-                                                            "config": ocp.JsonCheckpointHandler()})
-  try:
-    steps = [step] if step is not None else sorted(manager.all_steps(), reverse=True)
-    if not steps:
-      raise InputError(f"{where}no checkpoint in {directory}")
-    quiet_closed_loop_reports()
-    failures = []
-    for s in steps:
-      try:
-        saved = manager.item_metadata(s).state.tree["params"]
-      except Exception as e:  # noqa: BLE001 - unreadable metadata: try the previous checkpoint
-        failures.append(_failure(s, e))
-        warnings.warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
-                      RuntimeWarning, stacklevel=2)
-        continue
-      runs = _run_axis_size(saved, abstract_params)
-      index_key = "init_from.seed_index" if source else "run_index"
-      if run_index is not None:
-        if runs is None:
-          raise InputError(f"{where}{index_key}={run_index}, but {directory}/{s} holds one run (no run axis); "
-                           f"allowed: {'-1' if source else 'None'} for a single run")
-        if not (isinstance(run_index, int) and 0 <= run_index < runs):
-          raise InputError(f"{where}{index_key}={run_index!r}; allowed: an int in [0, {runs - 1}] "
-                           f"({directory}/{s} holds {runs} vmapped runs)")
-      elif runs is not None:
-        raise InputError(f"{where}{directory}/{s} holds {runs} vmapped runs (params with a leading run axis); "
-                         f"choose one with {'--config.' if source else ''}{index_key}=<0..{runs - 1}>")
-      wanted = abstract_params if run_index is None else jax.tree.map(
-          lambda x: jax.ShapeDtypeStruct((runs,) + tuple(x.shape), x.dtype,
-                                         sharding=jax.sharding.SingleDeviceSharding(jax.devices()[0])),
-          abstract_params)
-      problems = params_differences(saved, wanted, model_names)
-      if problems:
-        raise InputError(f"{where}params in {directory}/{s} do not fit this model: " + "; ".join(problems)
-                         + (". Re-initialise new or changed leaves with init_from.reinit (regexes over these names), "
-                            "or fine-tune from a run of the same model" if source else ""))
-      if check_only:
-        return None
-      item = {"params": wanted}
-      try:
-        restored = manager.restore(s, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
-            item=item, restore_args=ocp.checkpoint_utils.construct_restore_args(item), partial_restore=True)))
-        params = restored.state["params"]
-        if run_index is None:
-          return params
-        # the chosen run, placed as the fresh params are (the whole run axis was read onto one device)
-        return jax.tree.map(lambda x, a: jax.device_put(x[run_index], getattr(a, "sharding", None)),
-                            params, abstract_params)
-      except Exception as e:  # noqa: BLE001 - any read error: try the previous checkpoint
-        failures.append(_failure(s, e))
-        warnings.warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
-                      RuntimeWarning, stacklevel=2)
-    raise CheckpointError(f"{where}no readable checkpoint in {directory} ({'; '.join(failures)})")
-  finally:
-    manager.close()
+  steps = [step] if step is not None else checkpoint_steps(directory)[::-1]
+  if not steps:
+    raise InputError(f"{where}no checkpoint in {directory}")
+  quiet_closed_loop_reports()
+  failures = []
+  for s in steps:
+    try:
+      saved = state_metadata(directory, s)["params"]
+    except Exception as e:  # noqa: BLE001 - unreadable metadata: try the previous checkpoint
+      failures.append(_failure(s, e))
+      warnings.warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
+                    RuntimeWarning, stacklevel=2)
+      continue
+    runs = _run_axis_size(saved, abstract_params)
+    index_key = "init_from.seed_index" if source else "run_index"
+    if run_index is not None:
+      if runs is None:
+        raise InputError(f"{where}{index_key}={run_index}, but {directory}/{s} holds one run (no run axis); "
+                         f"allowed: {'-1' if source else 'None'} for a single run")
+      if not (isinstance(run_index, int) and 0 <= run_index < runs):
+        raise InputError(f"{where}{index_key}={run_index!r}; allowed: an int in [0, {runs - 1}] "
+                         f"({directory}/{s} holds {runs} vmapped runs)")
+    elif runs is not None:
+      raise InputError(f"{where}{directory}/{s} holds {runs} vmapped runs (params with a leading run axis); "
+                       f"choose one with {'--config.' if source else ''}{index_key}=<0..{runs - 1}>")
+    wanted = abstract_params if run_index is None else jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct((runs,) + tuple(x.shape), x.dtype), abstract_params)
+    problems = params_differences(saved, wanted, model_names)
+    if problems:
+      raise InputError(f"{where}params in {directory}/{s} do not fit this model: " + "; ".join(problems)
+                       + (". Re-initialise new or changed leaves with init_from.reinit (regexes over these names), "
+                          "or fine-tune from a run of the same model" if source else ""))
+    if check_only:
+      return None
+    try:
+      return read_state(directory, s, {"params": abstract_params}, run_index=run_index)["params"]
+    except Exception as e:  # noqa: BLE001 - any read error: try the previous checkpoint
+      failures.append(_failure(s, e))
+      warnings.warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
+                    RuntimeWarning, stacklevel=2)
+  raise CheckpointError(f"{where}no readable checkpoint in {directory} ({'; '.join(failures)})")

@@ -19,6 +19,7 @@ import jax
 from jaxlab.errors import CheckpointError, InputError
 from jaxlab.train.checkpoint import restore_params
 from jaxlab.train.sharding import path_name
+from jaxlab.train.workdir import Workdir
 
 
 def _prune(tree: Any, drop: Any, prefix: str = "") -> Any:
@@ -54,7 +55,7 @@ def _plan(params: Any, workdir: str, reinit: Sequence[str]) -> tuple[Any, list[s
   for p, c in zip(reinit, compiled):
     if not any(c.search(n) for n in names):
       raise InputError(f"init_from.reinit pattern {p!r} matches no parameter (paths look like: {', '.join(names[:4])})")
-  directory = os.path.join(workdir, "checkpoints")
+  directory = Workdir(workdir).checkpoints
   if not os.path.isdir(directory):
     raise InputError(f"init_from.workdir {workdir!r} holds no checkpoints/ directory")
   default = jax.sharding.SingleDeviceSharding(jax.devices()[0])
@@ -97,10 +98,6 @@ class FineTuneStart:
             f"{self.reinitialised} re-initialised (init_from.reinit), {self.frozen} frozen (optimizer.freeze)")
 
 
-def _steps(directory: str) -> list[int]:
-  return sorted((int(d) for d in os.listdir(directory) if d.isdigit()), reverse=True)
-
-
 def _matching(names: Sequence[str], patterns: Sequence[str]) -> int:
   compiled = [re.compile(p) for p in patterns]  # invalid ones were refused by the optimizer's freeze
   return sum(any(c.search(n) for c in compiled) for n in names)
@@ -119,13 +116,14 @@ def fine_tune_start(params: Any, workdir: str, reinit: Sequence[str] = (), freez
     workdir: the pre-training run's workdir (``init_from.workdir``).
     reinit: regexes over param paths that keep their fresh values (``init_from.reinit``).
     freeze: the optimizer's ``freeze`` regexes, only counted for the report.
-    seed_index: the run to load from a workdir of several vmapped seeds (``init_from.seed_index``).
+    seed_index: the run to load from a workdir of several vmapped seeds (``init_from.seed_index``);
+      only that run is read, onto the shardings of ``params`` (not all runs onto one device).
 
   Returns:
     A :class:`FineTuneStart`: the params and what was loaded from which step.
   """
   keep, names, directory = _plan(params, workdir, reinit)
-  steps = _steps(directory)
+  steps = Workdir(workdir).steps()[::-1]
   if not steps:
     raise InputError(f"init_from.workdir={workdir!r}: no checkpoint in {directory}")
   failures = []

@@ -2,9 +2,10 @@
 
 ``metrics.jsonl`` is strict JSON: one object per logged step, a non-finite value (NaN, inf) is
 written as ``null`` (a list under a run axis keeps one entry per run, so the finite entries are
-the non-null ones), and :func:`read_metrics` / :meth:`MetricsWriter.last_row` give ``null`` back
-as NaN. TensorBoard gets one scalar series per run (``run_3/eval_return``; a single run keeps
-the plain name) and no mean over runs: ``python -m jaxlab.report`` aggregates.
+the non-null ones), and ``read_metrics`` (:mod:`jaxlab.train.workdir`'s, importable from here too)
+/ :meth:`MetricsWriter.last_row` give ``null`` back as NaN. TensorBoard gets one scalar series per
+run (``run_3/eval_return``; a single run keeps the plain name) and no mean over runs:
+``python -m jaxlab.report`` aggregates.
 
 On resume, lines and TensorBoard events past the restored step are dropped: the resumed run
 logs those steps again.
@@ -19,6 +20,8 @@ from typing import Any, Mapping
 
 import jax
 import numpy as np
+
+from jaxlab.train.workdir import from_strict_json, read_metrics, read_rows  # noqa: F401 - read here too
 
 
 def _to_python(v: Any) -> Any:
@@ -35,28 +38,9 @@ def to_strict_json(value: Any) -> Any:
   return value
 
 
-def from_strict_json(value: Any) -> Any:
-  """The inverse for reading: ``None`` back to NaN, so arithmetic on a row keeps working."""
-  if value is None:
-    return float("nan")
-  if isinstance(value, list):
-    return [from_strict_json(v) for v in value]
-  return value
-
-
-def _decode_row(row: dict[str, Any]) -> dict[str, Any]:
-  return {k: from_strict_json(v) for k, v in row.items()}
-
-
 def _encode_row(row: Mapping[str, Any]) -> str:
   # allow_nan=False: a non-finite value that slipped through is a bug, not a silent "NaN" token.
   return json.dumps({k: to_strict_json(v) for k, v in row.items()}, allow_nan=False) + "\n"
-
-
-def _read_rows(path: str) -> list[dict[str, Any]]:
-  # parse_constant: files written before the strict format hold bare NaN / Infinity tokens.
-  with open(path) as f:
-    return [_decode_row(json.loads(line, parse_constant=float)) for line in f if line.strip()]
 
 
 class MetricsWriter:
@@ -70,7 +54,7 @@ class MetricsWriter:
     if not self.active:
       return
     if os.path.exists(self.path):  # a killed run logged steps that the resumed run will redo
-      self._rows = [r for r in _read_rows(self.path) if r.get("step", 0) <= resume_step]
+      self._rows = [r for r in read_rows(self.path) if r.get("step", 0) <= resume_step]
       with open(self.path, "w") as f:
         f.writelines(_encode_row(r) for r in self._rows)
     if tensorboard:
@@ -120,15 +104,3 @@ def tensorboard_scalars(row: Mapping[str, Any]) -> list[tuple[str, float]]:
     else:
       points += [(f"run_{i}/{k}", float(x)) for i, x in enumerate(a) if np.isfinite(x)]
   return points
-
-
-def read_metrics(workdir: str) -> list[dict[str, Any]]:
-  """The rows of ``workdir/metrics.jsonl``, ``null`` (a non-finite value) read back as NaN.
-
-  Args:
-    workdir: a training workdir.
-
-  Returns:
-    One dict per logged step (``"step"`` and the metrics; lists under a run axis).
-  """
-  return _read_rows(os.path.join(workdir, "metrics.jsonl"))
