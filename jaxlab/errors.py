@@ -60,18 +60,14 @@ def is_int(value: Any) -> bool:
 
 
 def is_real(value: Any) -> bool:
-  """A real number or array of them (int or float, NumPy and JAX too), not a bool or a string."""
+  """A real number: a Python or NumPy int or float, or a 0-d int/float array (JAX too); not a bool or a string."""
   if isinstance(value, (bool, np.bool_)):
     return False
   if isinstance(value, numbers.Real):
     return True
   dtype = getattr(value, "dtype", None)
-  if dtype is None:
-    try:
-      dtype = np.asarray(value).dtype
-    except Exception:  # noqa: BLE001 -- anything that is not array-like is simply not a number
-      return False
-  return bool(jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer))
+  return (dtype is not None and np.ndim(value) == 0
+          and bool(jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)))
 
 
 def is_traced(value: Any) -> bool:
@@ -128,7 +124,7 @@ def check_int(value: Any, name: str, minimum: int = 1, meaning: str = "", *, max
   return int(value)
 
 
-def check_range(value: Any, name: str, low: float | None = None, high: float | None = None, meaning: str = "", *,
+def check_range(value: Any, name: str, low: float | None = None, high: float | None = None, *, meaning: str = "",
                 low_open: bool = False, high_open: bool = False, got: bool = False) -> None:
   """InputError unless a concrete real scalar ``value`` lies within the bounds (NaN never does).
 
@@ -164,7 +160,7 @@ def check_range(value: Any, name: str, low: float | None = None, high: float | N
   """
   if is_traced(value):
     return
-  number = is_real(value) and np.ndim(value) == 0
+  number = is_real(value)
   if number:
     v = float(value)
     ok = ((low is None or (v > low if low_open else v >= low))
@@ -223,7 +219,7 @@ def check_probability(value: Any, name: str, meaning: str = "", *, got: bool = F
     ...
     jaxlab.errors.InputError: alpha must be in [0, 1], got nan
   """
-  check_range(value, name, 0, 1, meaning, got=got)
+  check_range(value, name, 0, 1, meaning=meaning, got=got)
 
 
 def check_finite(value: Any, name: str, meaning: str = "", *, got: bool = False) -> None:

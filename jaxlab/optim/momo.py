@@ -13,7 +13,6 @@ from typing import Any, Literal, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from jaxlab.errors import InputError, check, check_bool, check_range, is_real, is_traced
@@ -32,7 +31,7 @@ def _check_lower_bound(opt: str, lower_bound: Any) -> None:
   """MoMo's lower bound on the loss may be any finite number (negative too); a traced one passes."""
   if is_traced(lower_bound):
     return
-  check(is_real(lower_bound) and np.ndim(lower_bound) == 0, f"{opt}: lower_bound must be a number, got {lower_bound!r}")
+  check(is_real(lower_bound), f"{opt}: lower_bound must be a number, got {lower_bound!r}")
   check(math.isfinite(lower_bound), f"{opt}: lower_bound must be finite, got {float(lower_bound)}")
 
 
