@@ -312,7 +312,7 @@ def make_atari(name: str, *, num_envs: int = 1, seeds: Sequence[int] = (0,),
   total = len(seeds) * num_envs
   pool = envpool.make(f"{name}-v5", env_type="gymnasium", num_envs=total, batch_size=total,
                       seed=env_seeds(seeds, num_envs), num_threads=num_threads, frame_skip=frame_skip,
-                      repeat_action_probability=float(p), max_episode_steps=max_episode_steps,
+                      repeat_action_probability=float(sticky_action_prob), max_episode_steps=max_episode_steps,
                       full_action_space=full_action_space, **_FIXED_OPTIONS)
   obs, info = pool.reset()
   if not np.array_equal(info["env_id"], np.arange(total)):  # sync mode answers in env_id order

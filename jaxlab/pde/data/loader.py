@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from jaxlab.errors import InputError, check, is_int
+from jaxlab.errors import InputError, check, is_int, is_real
 from jaxlab.pde.data import store
 from jaxlab.pde.data.families import get_family
 from jaxlab.pde.data.resample import evaluation_points, grid_size, resample
