@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxlab.errors import InputError, check_int
+from jaxlab.errors import InputError, check_choice, check_int
 from jaxlab.train.precision import COMPUTE_DTYPES, cast_floats
 from jaxlab.train.sharding import path_name
 from jaxlab.train.state import TrainState
@@ -92,10 +92,9 @@ def _split_microbatches(batch: Any, num: int) -> Any:
 
 def _check_options(grad_accum_steps: int, remat: str, compute_dtype: str | None, guard: str) -> None:
   check_int(grad_accum_steps, "grad_accum_steps", got=True)
-  if remat not in REMAT_POLICIES:
-    raise InputError(f"remat must be one of {sorted(REMAT_POLICIES)}, got {remat!r}")
-  if compute_dtype is not None and compute_dtype not in COMPUTE_DTYPES:
-    raise InputError(f"compute_dtype must be one of {COMPUTE_DTYPES} (or None), got {compute_dtype!r}")
+  check_choice(remat, "remat", sorted(REMAT_POLICIES), got=True)
+  if compute_dtype is not None:
+    check_choice(compute_dtype, "compute_dtype", COMPUTE_DTYPES, "or None", got=True)
   if guard not in ("cond", "select"):
     raise InputError(f"guard must be 'cond' or 'select', got {guard!r}")
 
