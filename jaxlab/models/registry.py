@@ -8,7 +8,7 @@ from typing import Any
 import flax.linen as nn
 
 from jaxlab.models.mlp import MLP, SmallCNN
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, is_int
 from jaxlab.registry import Registry
 
 #: Models by name (``config.model.name``) for :func:`make_model`.
@@ -26,6 +26,6 @@ def make_model(name: str, **kwargs: Any) -> nn.Module:
   for key in ("num_outputs", "hidden", "features"):
     values = kwargs.get(key, ())
     values = values if isinstance(values, (tuple, list)) else (values,)
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+    if any(not is_int(v) or v < 1 for v in values):
       raise InputError(f"model.{key} must be positive integers, got {kwargs[key]!r}")
   return cls(**kwargs)

@@ -1,4 +1,4 @@
-"""Pieces shared by MoMo and MoMo-Adam: argument checks, tree reductions, the Polyak step.
+"""Pieces shared by MoMo and MoMo-Adam: the params/loss checks, tree reductions, the Polyak step.
 
 Schaipp, Ohana, Eickenberg, Defazio, Gower. "MoMo: Momentum Models for Adaptive Learning
 Rates", ICML 2024 (arXiv 2305.07583).
@@ -8,60 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import math
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from jaxlab.errors import InputError
-
-
-def check_range(
-    opt: str,
-    name: str,
-    value: Any,
-    low: float,
-    high: float | None = None,
-) -> None:
-  """Raises InputError unless ``low <= value`` (and ``value < high`` if given), finite.
-
-  Schedules and traced values (``inject_hyperparams`` under jit) cannot be checked here and are
-  passed through; they were checked when the transform was first built with concrete values.
-  """
-  if callable(value) or isinstance(value, jax.core.Tracer):
-    return
-  if isinstance(value, (str, bytes)):
-    raise InputError(f"{opt}: {name} must be a number, got {value!r}")
-  try:
-    v = float(value)
-  except (TypeError, ValueError):
-    raise InputError(f"{opt}: {name} must be a number, got {value!r}") from None
-  if high is None and not (v >= low and math.isfinite(v)):  # `not >=` also rejects NaN.
-    raise InputError(f"{opt}: {name} must be a finite number >= {low}, got {v}")
-  if high is not None and not low <= v < high:
-    raise InputError(f"{opt}: {name} must be in [{low}, {high}), got {v}")
-
-
-def check_finite(opt: str, name: str, value: Any) -> None:
-  """A concrete ``value`` must be a finite number (e.g. a lower bound, which may be negative)."""
-  if callable(value) or isinstance(value, jax.core.Tracer):
-    return
-  if isinstance(value, (str, bytes)):
-    raise InputError(f"{opt}: {name} must be a number, got {value!r}")
-  try:
-    v = float(value)
-  except (TypeError, ValueError):
-    raise InputError(f"{opt}: {name} must be a number, got {value!r}") from None
-  if not math.isfinite(v):
-    raise InputError(f"{opt}: {name} must be finite, got {v}")
-
-
-def check_bool(opt: str, name: str, value: Any) -> None:
-  # A string like 'no' is truthy: refuse it rather than silently enabling the option.
-  if not isinstance(value, (bool, np.bool_)):
-    raise InputError(f"{opt}: {name} must be True or False, got {value!r}")
 
 
 def check_float_params(opt: str, params: Any) -> None:

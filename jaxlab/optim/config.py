@@ -67,7 +67,8 @@ def freeze_labels(patterns: Sequence[str]) -> Callable[[Any], Any]:
   """``params -> labels``: "frozen" where a regex matches the param path, else "train"."""
   import re
 
-  from jaxlab.train.sharding import path_name
+  # "params/Dense_0/kernel", the same name jaxlab.train.sharding.path_name gives (optim stays below train).
+  path_name = lambda path: jax.tree_util.keystr(path, simple=True, separator="/")
   compiled = []
   for p in patterns:
     try:

@@ -8,16 +8,31 @@ Rates", ICML 2024 (arXiv 2305.07583). Follows the official PyTorch code (fabian-
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, check, check_bool, check_range, is_real, is_traced
 from jaxlab.optim import _momo_common as common
 
 WeightDecayMode = Literal["divide", "adamw"]
+
+
+def _check_learning_rate(opt: str, learning_rate: optax.ScalarOrSchedule) -> None:
+  """A schedule is checked by optax when called; a number must be finite and >= 0."""
+  if not callable(learning_rate):
+    check_range(learning_rate, f"{opt}: learning_rate", 0.0, got=True)
+
+
+def _check_lower_bound(opt: str, lower_bound: Any) -> None:
+  """MoMo's lower bound on the loss may be any finite number (negative too); a traced one passes."""
+  if is_traced(lower_bound):
+    return
+  check(is_real(lower_bound), f"{opt}: lower_bound must be a number, got {lower_bound!r}")
+  check(math.isfinite(lower_bound), f"{opt}: lower_bound must be finite, got {float(lower_bound)}")
 
 
 class MomoState(NamedTuple):
@@ -122,12 +137,12 @@ def momo(
     Schaipp et al., `MoMo: Momentum Models for Adaptive Learning Rates
     <https://arxiv.org/abs/2305.07583>`_, ICML 2024.
   """
-  common.check_range("momo", "learning_rate", learning_rate, 0.0)
-  common.check_range("momo", "beta", beta, 0.0, 1.0)
-  common.check_range("momo", "weight_decay", weight_decay, 0.0)
-  common.check_finite("momo", "lower_bound", lower_bound)
-  common.check_bool("momo", "adapt_lower_bound", adapt_lower_bound)
-  common.check_bool("momo", "bias_correction", bias_correction)
+  _check_learning_rate("momo", learning_rate)
+  check_range(beta, "momo: beta", 0.0, 1.0, high_open=True, got=True)
+  check_range(weight_decay, "momo: weight_decay", 0.0, got=True)
+  _check_lower_bound("momo", lower_bound)
+  check_bool(adapt_lower_bound, "momo: adapt_lower_bound", got=True)
+  check_bool(bias_correction, "momo: bias_correction", got=True)
 
   def init_fn(params: optax.Params) -> MomoState:
     common.check_float_params("momo", params)
@@ -254,13 +269,13 @@ def momo_adam(
     Schaipp et al., `MoMo: Momentum Models for Adaptive Learning Rates
     <https://arxiv.org/abs/2305.07583>`_, ICML 2024.
   """
-  common.check_range("momo_adam", "learning_rate", learning_rate, 0.0)
-  common.check_range("momo_adam", "b1", b1, 0.0, 1.0)
-  common.check_range("momo_adam", "b2", b2, 0.0, 1.0)
-  common.check_range("momo_adam", "eps", eps, 0.0)
-  common.check_range("momo_adam", "weight_decay", weight_decay, 0.0)
-  common.check_finite("momo_adam", "lower_bound", lower_bound)
-  common.check_bool("momo_adam", "adapt_lower_bound", adapt_lower_bound)
+  _check_learning_rate("momo_adam", learning_rate)
+  check_range(b1, "momo_adam: b1", 0.0, 1.0, high_open=True, got=True)
+  check_range(b2, "momo_adam: b2", 0.0, 1.0, high_open=True, got=True)
+  check_range(eps, "momo_adam: eps", 0.0, got=True)
+  check_range(weight_decay, "momo_adam: weight_decay", 0.0, got=True)
+  _check_lower_bound("momo_adam", lower_bound)
+  check_bool(adapt_lower_bound, "momo_adam: adapt_lower_bound", got=True)
   if weight_decay_mode not in ("divide", "adamw"):
     raise InputError(
         f"momo_adam: weight_decay_mode must be 'divide' or 'adamw', got {weight_decay_mode!r}")

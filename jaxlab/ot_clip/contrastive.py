@@ -7,15 +7,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import InputError
-from jaxlab.ot_clip.checks import check_finite, check_positive, check_scalar, is_traced, positive_finite
+from jaxlab.errors import InputError, check_finite, check_positive, check_scalar, is_traced
+from jaxlab.ot_clip.checks import positive_finite
 from jaxlab.ot_clip.similarity import similarity
 
 
 def check_logit_scale(logit_scale: Any) -> None:
   """A concrete scale must be a finite scalar > 0; a traced one is checked by ``guard_logit_scale``."""
-  check_scalar("logit_scale", logit_scale)
-  check_positive("logit_scale", logit_scale)
+  check_scalar(logit_scale, "logit_scale")
+  check_positive(logit_scale, "logit_scale", got=True)
 
 
 def guard_logit_scale(loss: jax.Array, logit_scale: Any) -> jax.Array:
@@ -54,7 +54,8 @@ def siglip_loss(image_emb: jax.Array, text_emb: jax.Array, logit_scale: Any,
   check_logit_scale(logit_scale)
   if logit_bias is None:
     raise InputError("siglip needs logit_bias (a finite scalar, e.g. -10.0), got None")
-  check_finite("logit_bias", logit_bias)
+  check_scalar(logit_bias, "logit_bias")
+  check_finite(logit_bias, "logit_bias", got=True)
   sim = similarity(image_emb, text_emb)
   logits = jnp.asarray(logit_scale, sim.dtype) * sim + jnp.asarray(logit_bias, sim.dtype)
   n = logits.shape[0]

@@ -8,10 +8,11 @@ test subset with its class prior.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from jaxlab.errors import InputError
-from jaxlab.ot_clip.checks import check_in_range, check_integer
+from jaxlab.errors import InputError, check_int, check_probability, check_range
 
 NUM_CLASSES = 10
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -34,7 +35,7 @@ def build_vocab() -> dict[str, int]:
 
 
 def tokenize(text: str, vocab: dict[str, int], max_len: int = MAX_LEN) -> np.ndarray:
-  check_integer("max_len", max_len, minimum=1)
+  check_int(max_len, "max_len", 1, got=True)
   unknown = [tok for tok in text.split() if tok not in vocab]
   if unknown:
     raise InputError(f"word {unknown[0]!r} of {text!r} is not in the vocabulary ({len(vocab)} words)")
@@ -54,7 +55,7 @@ def swap_captions(tokens: np.ndarray, p: float, rng: np.random.Generator) -> tup
   The selected captions are rotated by one place among themselves, so each one moves. Returns
   (tokens, swapped mask).
   """
-  check_in_range("p", p, 0.0, 1.0)
+  check_probability(p, "p", got=True)
   n = len(tokens)
   chosen = rng.choice(n, size=int(round(p * n)), replace=False)
   out = tokens.copy()
@@ -78,8 +79,8 @@ def long_tailed_indices(labels: np.ndarray, imbalance: float, rng: np.random.Gen
   n_max is the smallest class count, so every class can supply its quota (Cui et al., CVPR 2019).
   ``labels`` are class ids in [0, num_classes); every class needs at least one sample.
   """
-  check_in_range("imbalance", imbalance, 1.0, float("inf"), high_open=True)
-  check_integer("num_classes", num_classes, minimum=2)
+  check_range(imbalance, "imbalance", 1, math.inf, high_open=True, got=True)
+  check_int(num_classes, "num_classes", 2, got=True)
   labels = np.asarray(labels)
   if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
     bad = labels[(labels < 0) | (labels >= num_classes)][0]

@@ -31,8 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import InputError
-from jaxlab.ot_clip.checks import check_floating, check_in_range, check_integer
+from jaxlab.errors import InputError, check_int, check_probability
+from jaxlab.ot_clip.checks import check_floating
 from jaxlab.ot_clip.plans import check_cost, check_epsilon, check_marginal, check_tau, sinkhorn_log_plan, uniform
 
 
@@ -67,15 +67,15 @@ def fgw_log_plan(cost: jax.Array, feat_x: jax.Array, feat_y: jax.Array, epsilon:
   """
   cost = check_cost(cost)
   check_epsilon(epsilon)
-  check_in_range("alpha", alpha, 0.0, 1.0)
-  num_outer = check_integer("num_outer", num_outer)
+  check_probability(alpha, "alpha", got=True)
+  num_outer = check_int(num_outer, "num_outer", got=True)
   check_tau(tau_a, tau_b)
   n, m = cost.shape
   fx, fy = tuple(np.shape(feat_x)), tuple(np.shape(feat_y))
   if len(fx) != 2 or len(fy) != 2 or fx[0] != n or fy[0] != m:
     raise InputError(f"features {fx} and {fy} do not fit cost {cost.shape}: expected [{n}, d] and [{m}, d']")
-  check_floating("feat_x", feat_x)
-  check_floating("feat_y", feat_y)
+  check_floating(feat_x, "feat_x")
+  check_floating(feat_y, "feat_y")
   feat_x, feat_y = jnp.asarray(feat_x, cost.dtype), jnp.asarray(feat_y, cost.dtype)
   a = uniform(n, cost.dtype) if a is None else check_marginal("a", a, n, cost.dtype)
   b = uniform(m, cost.dtype) if b is None else check_marginal("b", b, m, cost.dtype)

@@ -26,15 +26,15 @@ prediction -1.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import InputError
-from jaxlab.ot_clip.checks import (check_embeddings, check_in_range, check_option_names, check_scalar,
-                                   compute_dtype, is_traced)
+from jaxlab.errors import InputError, check_option_names, check_range, check_scalar, is_traced
+from jaxlab.ot_clip.checks import check_embeddings, compute_dtype
 from jaxlab.ot_clip.gromov import fgw_log_plan
 from jaxlab.ot_clip.plans import sinkhorn_log_plan
 from jaxlab.ot_clip.similarity import gather_batch, l2_normalize
@@ -87,20 +87,20 @@ def resolve_epsilon(epsilon: Any, logit_scale: Any) -> tuple[Any, Any]:
     raise InputError("pass exactly one of epsilon= (the entropic regulariser, in (0, 1]) or logit_scale= "
                      f"(= 1/epsilon, >= 1); got epsilon={epsilon!r}, logit_scale={logit_scale!r}")
   name, value = ("epsilon", epsilon) if epsilon is not None else ("logit_scale", logit_scale)
-  check_scalar(name, value)
+  check_scalar(value, name)
   if is_traced(value):
     valid = (value > 0) & (value <= 1) if name == "epsilon" else (value >= 1) & jnp.isfinite(value)
     return (value if name == "epsilon" else 1.0 / value), valid
   if name == "epsilon":
     try:
-      check_in_range("epsilon", value, 0.0, 1.0, low_open=True)
+      check_range(value, "epsilon", 0, 1, low_open=True, got=True)
     except InputError as e:
       hint = (f"; {float(value):g} looks like a logit scale: pass logit_scale={float(value):g} (epsilon = "
               f"1/logit_scale = {1 / float(value):.4g})" if _as_float(value) > 1 and np.isfinite(_as_float(value)) else "")
       raise InputError(f"{e}{hint}") from None
     return value, True
   try:
-    check_in_range("logit_scale", value, 1.0, float("inf"), high_open=True)
+    check_range(value, "logit_scale", 1, math.inf, high_open=True, got=True)
   except InputError as e:
     hint = (f"; {float(value):g} looks like an epsilon: pass epsilon={float(value):g} (logit_scale = "
             f"1/epsilon = {1 / float(value):.4g})" if 0 < _as_float(value) < 1 else "")
@@ -167,7 +167,7 @@ def predict_from_plan(log_plan: jax.Array) -> jax.Array:
 
 
 def solver_options(where: str, options: dict[str, Any]) -> dict[str, Any]:
-  check_option_names(where, options, SOLVER_OPTIONS)
+  check_option_names(options, where, SOLVER_OPTIONS)
   return {"implicit": True, "threshold": INFERENCE_THRESHOLD, "max_iterations": INFERENCE_MAX_ITERATIONS,
           **options}
 

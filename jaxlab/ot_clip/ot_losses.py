@@ -24,9 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import InputError
-from jaxlab.ot_clip.checks import (check_bool, check_option_names, check_positive, check_scalar, compute_dtype,
-                                   is_traced)
+from jaxlab.errors import InputError, check_bool, check_option_names, check_positive, check_scalar, is_traced
+from jaxlab.ot_clip.checks import compute_dtype
 from jaxlab.ot_clip.contrastive import check_logit_scale, guard_logit_scale
 from jaxlab.ot_clip.gromov import fgw_log_plan
 from jaxlab.ot_clip.plans import check_tau, dbot_log_plan, is_balanced, one_sided_log_plan, sinkhorn_log_plan
@@ -69,7 +68,7 @@ def _cost_and_eps(image_emb: jax.Array, text_emb: jax.Array, logit_scale: Any
 
 
 def _check_sinkhorn_options(loss: str, options: dict[str, Any]) -> None:
-  check_option_names(loss, options, SINKHORN_OPTIONS)
+  check_option_names(options, loss, SINKHORN_OPTIONS)
 
 
 def one_sided_ot_loss(image_emb: jax.Array, text_emb: jax.Array, logit_scale: Any,
@@ -79,7 +78,7 @@ def one_sided_ot_loss(image_emb: jax.Array, text_emb: jax.Array, logit_scale: An
   Equals InfoNCE image->text exactly; ``symmetric`` averages it with the column-constrained
   (text->image) problem, which is CLIP's symmetric loss.
   """
-  check_bool("symmetric", symmetric)
+  check_bool(symmetric, "symmetric", got=True)
   cost, eps, _, _ = _cost_and_eps(image_emb, text_emb, logit_scale)
   loss = kl_from_identity(one_sided_log_plan(cost, eps, axis=1))
   if symmetric:
@@ -117,8 +116,8 @@ def unbalanced_ot_loss(image_emb: jax.Array, text_emb: jax.Array, logit_scale: A
   _check_sinkhorn_options("unbalanced_ot_loss", sinkhorn_options)
   check_tau(tau_a, tau_b)
   if max_logit_scale is not None:
-    check_scalar("max_logit_scale", max_logit_scale)
-    check_positive("max_logit_scale", max_logit_scale)
+    check_scalar(max_logit_scale, "max_logit_scale")
+    check_positive(max_logit_scale, "max_logit_scale", got=True)
   cost, eps, _, _ = _cost_and_eps(image_emb, text_emb, logit_scale)
   scale_bound = max_logit_scale if is_traced(logit_scale) else logit_scale
   kernel_range = None if scale_bound is None else COST_RANGE * float(scale_bound) * (1 + MAX_SCALE_RTOL)

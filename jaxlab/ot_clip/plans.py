@@ -33,9 +33,8 @@ from ott.geometry import geometry
 from ott.problems.linear import linear_problem
 from ott.solvers.linear import implicit_differentiation, sinkhorn
 
-from jaxlab.errors import InputError
-from jaxlab.ot_clip.checks import (check_bool, check_floating, check_in_range, check_integer,
-                                   check_positive, check_scalar, compute_dtype, is_traced)
+from jaxlab.errors import InputError, check_bool, check_int, check_positive, check_range, check_scalar, is_traced
+from jaxlab.ot_clip.checks import check_floating, compute_dtype
 
 
 # See ``absorbed_updates_are_safe``: (1 - min tau) * log-kernel range up to which unbalanced
@@ -50,7 +49,7 @@ def uniform(n: int, dtype: Any = jnp.float32) -> jax.Array:
 
 
 def _check_iterations(name: str, value: int) -> None:
-  check_integer(name, value, minimum=1)
+  check_int(value, name, 1, got=True)
 
 
 def check_cost(cost: Any) -> jax.Array:
@@ -58,20 +57,20 @@ def check_cost(cost: Any) -> jax.Array:
   shape = tuple(np.shape(cost))
   if len(shape) != 2 or min(shape) < 1:
     raise InputError(f"cost must be a non-empty 2-D [n, m] matrix, got shape {shape}")
-  check_floating("cost", cost)
+  check_floating(cost, "cost")
   cost = jnp.asarray(cost)
   return cost.astype(compute_dtype(cost))
 
 
 def check_epsilon(epsilon: Any) -> None:
-  check_scalar("epsilon", epsilon)
-  check_positive("epsilon", epsilon)
+  check_scalar(epsilon, "epsilon")
+  check_positive(epsilon, "epsilon", got=True)
 
 
 def check_tau(tau_a: Any, tau_b: Any) -> None:
   """tau = lambda / (lambda + eps) in (0, 1]: 1 is a hard marginal, -> 0 drops it."""
-  check_in_range("tau_a", tau_a, 0.0, 1.0, low_open=True)
-  check_in_range("tau_b", tau_b, 0.0, 1.0, low_open=True)
+  check_range(tau_a, "tau_a", 0, 1, low_open=True, got=True)
+  check_range(tau_b, "tau_b", 0, 1, low_open=True, got=True)
 
 
 def check_marginal(name: str, weights: Any, size: int, dtype: Any, *, positive: bool = False) -> jax.Array:
@@ -123,8 +122,8 @@ def make_sinkhorn(num_iterations: int = 5, implicit: bool = False, threshold: fl
   Implicit: run to ``threshold`` (at most ``max_iterations``) and differentiate the optimality
   conditions (ott's ImplicitDiff), which is only right once the solver has converged.
   """
-  check_bool("implicit", implicit)
-  check_positive("threshold", threshold)
+  check_bool(implicit, "implicit", got=True)
+  check_positive(threshold, "threshold", got=True)
   if implicit:
     _check_iterations("max_iterations", max_iterations)
     return sinkhorn.Sinkhorn(threshold=threshold, max_iterations=max_iterations, inner_iterations=10,
@@ -260,8 +259,8 @@ def sinkhorn_log_plan(cost: jax.Array, epsilon: Any, a: jax.Array | None = None,
   cost = check_cost(cost)
   check_epsilon(epsilon)
   check_tau(tau_a, tau_b)
-  check_bool("implicit", implicit)
-  check_bool("use_ott", use_ott)
+  check_bool(implicit, "implicit", got=True)
+  check_bool(use_ott, "use_ott", got=True)
   _check_iterations("num_iterations", num_iterations)
   n, m = cost.shape
   unrolled = not (implicit or use_ott)

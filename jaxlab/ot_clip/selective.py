@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import InputError
-from jaxlab.ot_clip.checks import check_floating, check_in_range, is_traced
+from jaxlab.errors import InputError, check_range, is_traced
+from jaxlab.ot_clip.checks import check_floating
 from jaxlab.ot_clip.inference import mask_plan, prepare, solver_options
 from jaxlab.ot_clip.plans import sinkhorn_log_plan
 
@@ -32,7 +32,7 @@ def plan_confidence(log_plan: jax.Array) -> tuple[jax.Array, jax.Array]:
   shape = tuple(np.shape(log_plan))
   if len(shape) != 2 or min(shape) < 1:
     raise InputError(f"log_plan must be a non-empty 2-D [N, K] array, got shape {shape}")
-  check_floating("log_plan", log_plan)
+  check_floating(log_plan, "log_plan")
   row = jax.nn.softmax(log_plan, axis=1)
   ok = jnp.any(jnp.isfinite(log_plan), axis=1) & ~jnp.any(jnp.isnan(log_plan), axis=1)
   return jnp.where(ok, jnp.argmax(row, axis=1), -1), jnp.where(ok, jnp.max(row, axis=1), 0.0)
@@ -51,7 +51,7 @@ def partial_ot_confidence(image_emb: jax.Array, class_emb: jax.Array, epsilon: A
   """
   if coverage is None:
     raise InputError("partial_ot_confidence needs coverage, the fraction of the mass to transport, in (0, 1]")
-  check_in_range("coverage", coverage, 0.0, 1.0, low_open=True)
+  check_range(coverage, "coverage", 0, 1, low_open=True, got=True)
   p, eps = prepare(image_emb, class_emb, class_prior, epsilon=epsilon, logit_scale=logit_scale)
   x, t, dtype = p.images, p.classes, p.images.dtype
   cost = jnp.concatenate([1.0 - x @ t.T, jnp.ones((x.shape[0], 1), dtype)], axis=1)
@@ -72,7 +72,7 @@ def _check_scores(confidence: Any, correct: Any) -> None:
   cs, ks = tuple(np.shape(confidence)), tuple(np.shape(correct))
   if len(cs) != 1 or cs != ks or cs[0] < 1:
     raise InputError(f"confidence {cs} and correct {ks} must be non-empty 1-D arrays of the same length")
-  check_floating("confidence", confidence)
+  check_floating(confidence, "confidence")
 
 
 def risk_coverage_curve(confidence: jax.Array, correct: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -94,7 +94,7 @@ def selective_risk(confidence: jax.Array, correct: jax.Array, coverage: float) -
   """Error rate on the ceil(coverage N) most confident samples; coverage in (0, 1]."""
   if is_traced(coverage):
     raise InputError("selective_risk needs a concrete coverage (it sets how many samples count), got a traced value")
-  check_in_range("coverage", coverage, 0.0, 1.0, low_open=True)
+  check_range(coverage, "coverage", 0, 1, low_open=True, got=True)
   _check_scores(confidence, correct)
   n = np.shape(confidence)[0]
   k = max(1, int(-(-coverage * n // 1)))

@@ -15,9 +15,10 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jaxlab.ot_clip.checks import check_embeddings, check_positive, check_scalar, compute_dtype
+from jaxlab.errors import check_positive, check_scalar
+from jaxlab.ot_clip.checks import check_embeddings, compute_dtype
 
-__all__ = ["check_embeddings", "check_positive", "cosine_cost", "epsilon_from_logit_scale",
+__all__ = ["check_embeddings", "cosine_cost", "epsilon_from_logit_scale",
            "gather_batch", "l2_normalize", "normalized_pair", "similarity"]
 
 
@@ -75,6 +76,6 @@ def epsilon_from_logit_scale(logit_scale: Any, dtype: Any = None) -> jax.Array:
   A concrete scale must be a finite scalar > 0 (InputError otherwise); a traced one is not
   inspected here (the losses turn a non-positive traced scale into a NaN loss).
   """
-  check_scalar("logit_scale", logit_scale)
-  check_positive("logit_scale", logit_scale)
+  check_scalar(logit_scale, "logit_scale")
+  check_positive(logit_scale, "logit_scale", got=True)
   return 1.0 / jnp.asarray(logit_scale, dtype)

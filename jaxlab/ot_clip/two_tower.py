@@ -14,8 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import InputError
-from jaxlab.ot_clip.checks import check_finite, check_integer, is_traced
+from jaxlab.errors import InputError, check_finite, check_int, check_scalar, is_traced
 from jaxlab.ot_clip.similarity import l2_normalize
 
 PAD_ID = 0
@@ -25,7 +24,7 @@ LOG_MAX_SCALE = math.log(100.0)           # open_clip clamps the log scale to [0
 
 def _check_widths(module: nn.Module, names: tuple[str, ...]) -> None:
   for name in names:
-    check_integer(f"{type(module).__name__}.{name}", getattr(module, name), minimum=1)
+    check_int(getattr(module, name), f"{type(module).__name__}.{name}", 1, got=True)
 
 
 class ImageEncoder(nn.Module):
@@ -59,7 +58,7 @@ class ConvImageEncoder(nn.Module):
     if not isinstance(self.channels, (tuple, list)) or not self.channels:
       raise InputError(f"ConvImageEncoder.channels={self.channels!r}; must be a non-empty tuple of ints >= 1")
     for c in self.channels:
-      check_integer("ConvImageEncoder.channels[i]", c, minimum=1)
+      check_int(c, "ConvImageEncoder.channels[i]", 1, got=True)
     super().__post_init__()
 
   @nn.compact
@@ -81,7 +80,7 @@ class TextEncoder(nn.Module):
   embed_dim: int = 32
 
   def __post_init__(self) -> None:
-    check_integer(f"{type(self).__name__}.vocab_size", self.vocab_size, minimum=2)  # id 0 is padding
+    check_int(self.vocab_size, f"{type(self).__name__}.vocab_size", 2, got=True)  # id 0 is padding
     _check_widths(self, ("hidden", "embed_dim"))
     super().__post_init__()
 
@@ -124,17 +123,19 @@ class TwoTower(nn.Module):
   text_embedding_dim: int = 0
 
   def __post_init__(self) -> None:
-    check_integer("TwoTower.text_embedding_dim", self.text_embedding_dim, minimum=0)
+    check_int(self.text_embedding_dim, "TwoTower.text_embedding_dim", 0, got=True)
     if self.text_embedding_dim:
       if self.vocab_size != 0:
         raise InputError(f"TwoTower.vocab_size={self.vocab_size!r} with text_embedding_dim="
                          f"{self.text_embedding_dim}: text embeddings take no vocabulary; allowed: vocab_size=0")
     else:
-      check_integer("TwoTower.vocab_size", self.vocab_size, minimum=2)
-    check_integer("TwoTower.hidden", self.hidden, minimum=1)
-    check_integer("TwoTower.embed_dim", self.embed_dim, minimum=1)
-    check_finite("TwoTower.init_log_logit_scale", self.init_log_logit_scale)
-    check_finite("TwoTower.init_logit_bias", self.init_logit_bias)
+      check_int(self.vocab_size, "TwoTower.vocab_size", 2, got=True)
+    check_int(self.hidden, "TwoTower.hidden", 1, got=True)
+    check_int(self.embed_dim, "TwoTower.embed_dim", 1, got=True)
+    check_scalar(self.init_log_logit_scale, "TwoTower.init_log_logit_scale")
+    check_finite(self.init_log_logit_scale, "TwoTower.init_log_logit_scale", got=True)
+    check_scalar(self.init_logit_bias, "TwoTower.init_logit_bias")
+    check_finite(self.init_logit_bias, "TwoTower.init_logit_bias", got=True)
     super().__post_init__()
 
   def setup(self):

@@ -43,7 +43,6 @@ over runs becomes one pool step per agent step. Environment ``i`` of the run see
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from typing import Any, NamedTuple, Sequence
 
@@ -51,7 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import InputError, check
+from jaxlab.errors import InputError, check, check_bool, check_range, is_int
 
 FRAME_SHAPE = (84, 84)
 STACK_SIZE = 4                    # Dopamine's NATURE_DQN_STACK_SIZE
@@ -301,21 +300,19 @@ def make_atari(name: str, *, num_envs: int = 1, seeds: Sequence[int] = (0,),
   check_game(name, n["name"])
   for key, value, low in (("num_envs", num_envs, 1), ("frame_skip", frame_skip, 1),
                           ("max_episode_steps", max_episode_steps, 1), ("num_threads", num_threads, 0)):
-    check(isinstance(value, int) and not isinstance(value, bool) and low <= value < 2**31,
+    check(is_int(value) and low <= value < 2**31,
           f"{n[key]}={value!r}; must be an int in [{low}, 2**31)")
   check(isinstance(seeds, (tuple, list)) and len(seeds) >= 1
-        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds),
+        and all(is_int(s) and s >= 0 for s in seeds),
         f"{n['seeds']}={seeds!r}; must be a non-empty sequence of ints >= 0 (one per run)")
-  p = sticky_action_prob
-  check(isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) and 0.0 <= p < 1.0,
-        f"{n['sticky_action_prob']}={p!r}; must be a number in [0, 1) (Dopamine: 0.25)")
-  check(isinstance(full_action_space, bool), f"{n['full_action_space']}={full_action_space!r}; must be True or False")
+  check_range(sticky_action_prob, n["sticky_action_prob"], 0, 1, meaning="Dopamine: 0.25", high_open=True)
+  check_bool(full_action_space, n["full_action_space"])
   check(step_via in STEP_VIA, f"{n['step_via']}={step_via!r}; choose one of {STEP_VIA}")
   import envpool
   total = len(seeds) * num_envs
   pool = envpool.make(f"{name}-v5", env_type="gymnasium", num_envs=total, batch_size=total,
                       seed=env_seeds(seeds, num_envs), num_threads=num_threads, frame_skip=frame_skip,
-                      repeat_action_probability=float(p), max_episode_steps=max_episode_steps,
+                      repeat_action_probability=float(sticky_action_prob), max_episode_steps=max_episode_steps,
                       full_action_space=full_action_space, **_FIXED_OPTIONS)
   obs, info = pool.reset()
   if not np.array_equal(info["env_id"], np.arange(total)):  # sync mode answers in env_id order

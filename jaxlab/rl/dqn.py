@@ -11,7 +11,6 @@ and replay in the step's ``collect``, this loss as its ``loss_fn``, the target n
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Callable, Mapping
 
 import jax
@@ -19,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxlab import errors
 from jaxlab.errors import check
 
 QFn = Callable[[Any, jax.Array], tuple[jax.Array, dict[str, jax.Array]]]  # (params, obs) -> (q, stats)
@@ -26,13 +26,13 @@ LOSSES = ("huber", "mse")
 
 
 def is_number(x: Any) -> bool:
-  """A real Python/NumPy number, not a bool."""
-  return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+  """:func:`jaxlab.errors.is_real`, kept for ``jaxlab.tasks.dqn_minatar`` until it calls that."""
+  return errors.is_real(x)
 
 
 def check_probability(value: Any, name: str, why: str = "") -> None:
-  """``value`` is a Python number in [0, 1] (NaN is not); the message names ``name``."""
-  check(is_number(value) and 0.0 <= value <= 1.0, f"{name}={value!r}; must be a number in [0, 1]{why}")
+  """:func:`jaxlab.errors.check_probability` with ``why = " (meaning)"``, kept for ``jaxlab.tasks.dqn_minatar``."""
+  errors.check_probability(value, name, why.strip()[1:-1])
 
 
 def linear_epsilon(frame: jax.Array, decay_frames: int, warmup_frames: int, end: float) -> jax.Array:
@@ -45,11 +45,9 @@ def linear_epsilon(frame: jax.Array, decay_frames: int, warmup_frames: int, end:
   ``decay_frames`` must be an int >= 1 (0 would divide 0 by 0 at the end of warm-up: NaN),
   ``warmup_frames`` an int >= 0 and ``end`` in [0, 1].
   """
-  check(isinstance(decay_frames, int) and not isinstance(decay_frames, bool) and decay_frames >= 1,
-        f"epsilon decay_frames={decay_frames!r}; must be an int >= 1 (1 = straight to the end value)")
-  check(isinstance(warmup_frames, int) and not isinstance(warmup_frames, bool) and warmup_frames >= 0,
-        f"epsilon warmup_frames={warmup_frames!r}; must be an int >= 0")
-  check_probability(end, "epsilon end")
+  errors.check_int(decay_frames, "epsilon decay_frames", 1, "1 = straight to the end value")
+  errors.check_int(warmup_frames, "epsilon warmup_frames", 0)
+  errors.check_probability(end, "epsilon end")
   left = decay_frames + warmup_frames - frame.astype(jnp.float32)
   return end + jnp.clip((1.0 - end) * left / decay_frames, 0.0, 1.0 - end)
 
@@ -61,7 +59,7 @@ def epsilon_greedy(q_values: jax.Array, rng: jax.Array, epsilon: jax.Array) -> j
   """
   check(jnp.ndim(q_values) == 2, f"q_values of shape {jnp.shape(q_values)}; must be [N, num_actions]")
   if not isinstance(epsilon, (jax.Array, np.ndarray)):  # an array may be traced: not checked
-    check_probability(epsilon, "epsilon")
+    errors.check_probability(epsilon, "epsilon")
   k_explore, k_action = jax.random.split(rng)
   n, a = q_values.shape
   explore = jax.random.uniform(k_explore, (n,)) < epsilon
@@ -143,8 +141,8 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   """
   check(loss in LOSSES, f"loss={loss!r}; choose one of {LOSSES}")
   if not isinstance(gamma, (jax.Array, np.ndarray)):  # an array may be traced: not checked
-    check_probability(gamma, "gamma", " (the discount factor)")
-  check(isinstance(double_dqn, bool), f"double_dqn={double_dqn!r}; must be True or False")
+    errors.check_probability(gamma, "gamma", "the discount factor")
+  errors.check_bool(double_dqn, "double_dqn")
   aux_weights = dict(aux_weights or {})
   for name, w in aux_weights.items():
     check(name in AUX_LOSSES, f"auxiliary loss {name!r}; choose among {AUX_LOSSES}")
@@ -212,8 +210,7 @@ def _q_of_actions(q: jax.Array, action: Any) -> jax.Array:
 
 def periodic_sync(period: int) -> Callable[[Any], Any]:
   """``update_extra`` for ``make_train_step``: target params <- params every ``period`` updates."""
-  check(isinstance(period, int) and not isinstance(period, bool) and period >= 1,
-        f"target update period={period!r}; must be an int >= 1")
+  errors.check_int(period, "target update period")
 
   def sync(state):
     take = state.step % period == 0

@@ -25,8 +25,6 @@ The environment object is static configuration (hashable, closed over by jit); a
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from typing import Any, NamedTuple
 
 import gymnax
@@ -34,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import InputError, check
+from jaxlab.errors import InputError, check, check_bool, check_int, check_range, is_int
 
 #: MinAtar games, short name (``config.env``) -> gymnax id.
 ENV_IDS = {
@@ -93,8 +91,7 @@ class MinAtarEnv:
 
   def reset(self, rng: jax.Array, n: int) -> tuple[VecEnvState, jax.Array]:
     """Starts ``n`` episodes. Returns the state and ``obs: bool [n, 10, 10, C]``."""
-    check(isinstance(n, int) and not isinstance(n, bool) and n >= 1,
-          f"number of environments n={n!r}; must be an int >= 1")
+    check_int(n, "number of environments n")
     obs, env_state = jax.vmap(self.gymnax_env.reset, in_axes=(0, None))(
         jax.random.split(rng, n), self.gymnax_params)
     # One array per leaf: a jitted step that donates the state cannot donate a buffer twice.
@@ -213,12 +210,9 @@ def make_env(name: str, *, sticky_action_prob: float = MINATAR_STICKY_ACTION_PRO
   """
   if not isinstance(name, str) or name not in ENV_IDS:
     raise InputError(f"unknown MinAtar environment {name!r}; valid: {', '.join(sorted(ENV_IDS))}")
-  check(_is_number(sticky_action_prob) and 0.0 <= sticky_action_prob < 1.0,
-        f"sticky_action_prob={sticky_action_prob!r}; must be a number in [0, 1)")
-  check(isinstance(full_action_set, bool), f"full_action_set={full_action_set!r}; must be True or False")
-  check(max_episode_steps is None
-        or (isinstance(max_episode_steps, int) and not isinstance(max_episode_steps, bool)
-            and 1 <= max_episode_steps <= _NO_LIMIT),
+  check_range(sticky_action_prob, "sticky_action_prob", 0, 1, high_open=True)
+  check_bool(full_action_set, "full_action_set")
+  check(max_episode_steps is None or (is_int(max_episode_steps) and 1 <= max_episode_steps <= _NO_LIMIT),
         f"max_episode_steps={max_episode_steps!r}; must be None or an int in [1, 2**30]")
   env, params = gymnax.make(ENV_IDS[name], use_minimal_action_set=not full_action_set)
   limit = _NO_LIMIT if max_episode_steps is None else max_episode_steps
@@ -229,7 +223,3 @@ def make_env(name: str, *, sticky_action_prob: float = MINATAR_STICKY_ACTION_PRO
                     sticky_action_prob=float(sticky_action_prob),
                     max_episode_steps=max_episode_steps)
 
-
-def _is_number(x: Any) -> bool:
-  """A finite real Python/NumPy number (not a bool)."""
-  return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) and math.isfinite(x)

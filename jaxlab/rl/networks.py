@@ -23,7 +23,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check, check_bool, check_int
+from jaxlab.errors import check, check_bool, check_int, check_range
 from jaxlab.moe import modules as moe_modules
 from jaxlab.moe._soft_moe import check_impl
 from jaxlab.rl import networks_encoders as encoders
@@ -99,8 +99,7 @@ class QNetwork(nn.Module):
     check_impl(self.moe_impl, self.single_exponential, "QNetwork.moe_impl", "QNetwork.single_exponential")
     for name in ("importance_weight", "load_balancing_weight"):
       w = getattr(self, name)
-      check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
-            f"QNetwork.{name}={w!r}; must be a finite number >= 0")
+      check_range(w, f"QNetwork.{name}", 0)
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> tuple[jax.Array, dict[str, Any]]:

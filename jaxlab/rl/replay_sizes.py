@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from jaxlab.errors import check
+from jaxlab.errors import check, check_int
 
 
 def checked_sizes(capacity: int, num_envs: int, batch_size: int, min_size: int | None,
@@ -24,10 +24,8 @@ def checked_sizes(capacity: int, num_envs: int, batch_size: int, min_size: int |
   n.update(names or {})
   for name, value in (("capacity", capacity), ("num_envs", num_envs), ("batch_size", batch_size),
                       *more.items()):
-    check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-          f"{n[name]}={value!r}; must be an int >= 1")
+    check_int(value, n[name])
   check(capacity < 2**31, f"{n['capacity']}={capacity}; must be < 2**31 (the buffer's indices are int32)")
   min_size = batch_size if min_size is None else min_size
-  check(isinstance(min_size, int) and not isinstance(min_size, bool) and min_size >= 1,
-        f"{n['min_size']}={min_size!r}; must be an int >= 1")
+  check_int(min_size, n["min_size"])
   return n, min_size

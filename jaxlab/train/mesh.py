@@ -12,7 +12,7 @@ from typing import Sequence
 import jax
 from jax.sharding import Mesh
 
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, is_int
 
 MeshSpec = Sequence[tuple[str, int]]
 
@@ -28,7 +28,7 @@ def _check_spec(spec: MeshSpec) -> None:
     name, size = entry
     if not isinstance(name, str) or not name:
       raise InputError(f"mesh axis names must be non-empty strings, got {name!r} in {spec!r}")
-    if isinstance(size, bool) or not isinstance(size, int):
+    if not is_int(size):
       raise InputError(f"mesh axis {name!r} needs an integer size (or -1), got {size!r}")
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, check_int
 from jaxlab.optim.config import set_hyperparams
 from jaxlab.train.state import TrainState
 
@@ -42,8 +42,7 @@ def runs_from_config(config: Any) -> Runs | None:
   spec = config.get("runs", None)
   num_seeds = spec.get("seeds", 1) if spec is not None else 1
   sweep = tuple(spec.get("sweep", ())) if spec is not None else ()
-  if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
-    raise InputError(f"runs.seeds must be an integer >= 1 (the number of vmapped seeds), got {num_seeds!r}")
+  check_int(num_seeds, "runs.seeds", 1, "the number of vmapped seeds", got=True)
   if int(config.seed) + num_seeds - 1 > 2**32 - 1:
     raise InputError(f"seed={config.seed} with runs.seeds={num_seeds} runs seeds up to {int(config.seed) + num_seeds - 1}; "
                      "seeds must be <= 2**32 - 1 (a uint32 key)")

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, check_choice, check_int
 from jaxlab.train.precision import COMPUTE_DTYPES, cast_floats
 from jaxlab.train.sharding import path_name
 from jaxlab.train.state import TrainState
@@ -66,13 +66,14 @@ def _all_finite(tree: Any) -> jax.Array:
   return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
 
 
-def _is_int(x: Any) -> bool:
+def _has_int_dtype(x: Any) -> bool:
+  """An integer array (a step counter), as opposed to a float one; not a check of user input."""
   return jnp.issubdtype(jnp.result_type(x), jnp.integer)
 
 
 def _keep_floats_advance_counters(new: Any, old: Any) -> Any:
   """A skipped step's optimizer state: integer leaves (step counters) from ``new``, the rest from ``old``."""
-  return jax.tree.map(lambda n, o: n if _is_int(n) else o.astype(n.dtype), new, old)
+  return jax.tree.map(lambda n, o: n if _has_int_dtype(n) else o.astype(n.dtype), new, old)
 
 
 def _split_microbatches(batch: Any, num: int) -> Any:
@@ -90,12 +91,10 @@ def _split_microbatches(batch: Any, num: int) -> Any:
 
 
 def _check_options(grad_accum_steps: int, remat: str, compute_dtype: str | None, guard: str) -> None:
-  if not isinstance(grad_accum_steps, int) or grad_accum_steps < 1:
-    raise InputError(f"grad_accum_steps must be an integer >= 1, got {grad_accum_steps!r}")
-  if remat not in REMAT_POLICIES:
-    raise InputError(f"remat must be one of {sorted(REMAT_POLICIES)}, got {remat!r}")
-  if compute_dtype is not None and compute_dtype not in COMPUTE_DTYPES:
-    raise InputError(f"compute_dtype must be one of {COMPUTE_DTYPES} (or None), got {compute_dtype!r}")
+  check_int(grad_accum_steps, "grad_accum_steps", got=True)
+  check_choice(remat, "remat", sorted(REMAT_POLICIES), got=True)
+  if compute_dtype is not None:
+    check_choice(compute_dtype, "compute_dtype", COMPUTE_DTYPES, "or None", got=True)
   if guard not in ("cond", "select"):
     raise InputError(f"guard must be 'cond' or 'select', got {guard!r}")
 
@@ -195,7 +194,7 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
       else:
         new_params, new_opt_state = apply_update(operands)
         params = jax.tree.map(lambda n, o: jnp.where(ok, n, o.astype(n.dtype)), new_params, state.params)
-        opt_state = jax.tree.map(lambda n, o: n if _is_int(n) else jnp.where(ok, n, o.astype(n.dtype)),
+        opt_state = jax.tree.map(lambda n, o: n if _has_int_dtype(n) else jnp.where(ok, n, o.astype(n.dtype)),
                                  new_opt_state, state.opt_state)
       skipped = skipped + (~ok).astype(jnp.int32)
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
@@ -212,7 +211,7 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
 
 def reduce_over_steps(metrics: Metrics) -> Metrics:
   """Metrics stacked over the steps of one call ``[K, ...]`` -> the mean (floats) or last (ints)."""
-  return {k: v[-1] if _is_int(v) else jnp.mean(v, axis=0) for k, v in metrics.items()}
+  return {k: v[-1] if _has_int_dtype(v) else jnp.mean(v, axis=0) for k, v in metrics.items()}
 
 
 def multi_step_fn(step: Callable[[TrainState, Any], tuple[TrainState, Metrics]], *,
@@ -224,8 +223,7 @@ def multi_step_fn(step: Callable[[TrainState, Any], tuple[TrainState, Metrics]],
   ``batched_data=False`` (a ``collect`` task) pass ``None``. Metrics are ``[runs?]`` scalars:
   the mean over the call's steps, the last value for integer counters.
   """
-  if not isinstance(steps_per_call, int) or steps_per_call < 1:
-    raise InputError(f"steps_per_call must be an integer >= 1, got {steps_per_call!r}")
+  check_int(steps_per_call, "steps_per_call", got=True)
   one = jax.vmap(step, in_axes=(0, 0 if batched_data else None)) if vmap_runs else step
   if steps_per_call == 1:
     return one

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, check_int
 from jaxlab.train.step import COMPUTE_DTYPES, REMAT_POLICIES
 
 
 def _int(config: Any, key: str, low: int, high: int | None = None, why: str = "") -> None:
-  value = config.get(key)
-  if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-    allowed = (f">= {low}" if high is None else f"in [{low}, {high}]") + (f" ({why})" if why else "")
-    raise InputError(f"{key} must be an integer {allowed}, got {value!r}")
+  check_int(config.get(key), key, low, why, maximum=high, got=True)
 
 
 def validate_trainer_config(config: Any) -> None:

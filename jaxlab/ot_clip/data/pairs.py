@@ -25,13 +25,12 @@ import grain
 import ml_collections
 import numpy as np
 
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, check_int
 from jaxlab.ot_clip.data import tokenizer as tokenizer_lib
 from jaxlab.ot_clip.data.captions import read_captions
 from jaxlab.ot_clip.data.embeddings import EmbeddingTable, check_finite_rows, read_embeddings
 from jaxlab.ot_clip.data.images import decode_image
 from jaxlab.ot_clip.data.split import split_rows
-from jaxlab.ot_clip.checks import check_integer
 
 TOKENIZER_FILE = "tokenizer.json"  # in the run's workdir
 ROWS_PER_READ = 4096  # embedding rows per read when averaging a class's text embeddings
@@ -110,7 +109,7 @@ def _records(rows: np.ndarray, read: Callable[[int], dict[str, np.ndarray]]) -> 
 
 def _image_pairs(data: ml_collections.ConfigDict, templates: tuple[str, ...]) -> Pairs:
   table = read_captions(resolve(data, "captions"))
-  size = check_integer("data.image_size", data.image_size, minimum=1)
+  size = check_int(data.image_size, "data.image_size", 1, got=True)
   train, test = split_rows(len(table.images), data.split, data.test_fraction, data.split_seed, table.splits,
                            table.file, labels=table.labels)
   if data.tokenizer:

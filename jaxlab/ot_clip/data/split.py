@@ -7,12 +7,11 @@ same one.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
 
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, is_real
 
 MODES = ("fraction", "column")
 
@@ -50,8 +49,7 @@ def split_rows(num_rows: int, mode: str, test_fraction: float, seed: int, column
     if column is not None:
       raise InputError(f"{file} has a split column but data.split='fraction'; set data.split='column' to use it "
                        "(or remove the column)")
-    if not (isinstance(test_fraction, (int, float)) and not isinstance(test_fraction, bool)
-            and math.isfinite(test_fraction) and 0 < test_fraction < 1):
+    if not (is_real(test_fraction) and 0 < test_fraction < 1):
       raise InputError(f"data.test_fraction={test_fraction!r}; allowed: a number in (0, 1)")
     rng = np.random.default_rng(seed)
     if labels is None:

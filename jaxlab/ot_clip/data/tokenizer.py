@@ -17,8 +17,7 @@ from typing import Sequence
 import numpy as np
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from jaxlab.errors import InputError
-from jaxlab.ot_clip.checks import check_integer
+from jaxlab.errors import InputError, check_int
 
 UNK_TOKEN = "[UNK]"
 
@@ -28,7 +27,7 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int) -> Tokenizer:
 
   Ties in frequency are broken by the word, so the result depends on ``texts`` only.
   """
-  check_integer("data.vocab_size", vocab_size, minimum=2)
+  check_int(vocab_size, "data.vocab_size", 2, got=True)
   tokenizer = Tokenizer(models.WordLevel(unk_token=UNK_TOKEN))
   tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
   tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -65,7 +64,7 @@ def encode(tokenizer: Tokenizer, texts: Sequence[str], max_tokens: int) -> tuple
   The tokenizer's own padding and truncation settings are turned off on a copy: lengths are set
   here, and padding must be id 0.
   """
-  max_tokens = check_integer("data.max_tokens", max_tokens, minimum=1)
+  max_tokens = check_int(max_tokens, "data.max_tokens", 1, got=True)
   tokenizer = Tokenizer.from_str(tokenizer.to_str())
   tokenizer.no_padding()
   tokenizer.no_truncation()

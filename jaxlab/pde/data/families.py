@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from typing import Any, Callable, Mapping
 
 import exponax
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import InputError, check
+from jaxlab.errors import InputError, check, is_int, is_real
 from jaxlab.pde.data import grf, steppers
 
 
@@ -41,8 +40,7 @@ class Bound:
   def allows(self, value: Any) -> bool:
     if value is None:
       return self.optional
-    kind = numbers.Integral if self.integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+    if not (is_int(value) if self.integer else is_real(value)) or not math.isfinite(value):
       return False
     if self.low is not None and (value <= self.low if self.open_low else value < self.low):
       return False

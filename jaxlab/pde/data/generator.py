@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import tqdm
 
-from jaxlab.errors import InputError, check
+from jaxlab.errors import InputError, check, is_int
 from jaxlab.pde.data.families import get_family
 from jaxlab.pde.data.spec import DatasetSpec
 
@@ -50,7 +50,7 @@ def first_non_finite(block: np.ndarray) -> int | None:
 
 
 def check_chunk_size(chunk_size: int) -> None:
-  check(isinstance(chunk_size, int) and not isinstance(chunk_size, bool) and chunk_size >= 1,
+  check(is_int(chunk_size) and chunk_size >= 1,
         f"chunk_size={chunk_size!r} must be an int >= 1 (trajectories per vmapped solver call)")
 
 

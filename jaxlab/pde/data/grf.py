@@ -17,13 +17,12 @@ real and imaginary parts have variance 1/2: a field sqrt(2) smaller. We follow t
 from __future__ import annotations
 
 import math
-import numbers
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import check
+from jaxlab.errors import check, check_int, is_real
 
 
 def _eigen_sqrt(num_points: int, alpha: float, tau: float) -> np.ndarray:
@@ -37,14 +36,13 @@ def _eigen_sqrt(num_points: int, alpha: float, tau: float) -> np.ndarray:
 
 
 def _is_real(value) -> bool:
-  return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+  return is_real(value) and math.isfinite(value)
 
 
 def check_parameters(num_points: int, alpha: float, tau: float, where: str = "") -> None:
   """Refuses a grid or (alpha, tau) that gives no field: alpha <= 1 (infinite variance in 2-D),
   tau <= 0, or amplitudes that overflow or underflow float32 on this grid (e.g. alpha = 500)."""
-  check(isinstance(num_points, numbers.Integral) and not isinstance(num_points, bool) and num_points >= 2,
-        f"{where}num_points={num_points!r}; must be an int >= 2 (grid points per axis)")
+  check_int(num_points, f"{where}num_points", 2, "grid points per axis")
   check(_is_real(alpha) and alpha > 1, f"{where}grf_alpha={alpha!r}; must be a finite number > 1 (smoothness "
         "of the GRF; its variance is finite only for alpha > 1 in 2-D)")
   check(_is_real(tau) and tau > 0, f"{where}grf_tau={tau!r}; must be a finite number > 0 (inverse length scale "

@@ -23,13 +23,12 @@ trajectories, never drawn by the training sampler.
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import os
 from typing import Sequence
 
 import numpy as np
 
-from jaxlab.errors import InputError, check
+from jaxlab.errors import InputError, check, is_int, is_real
 from jaxlab.pde.data import store
 from jaxlab.pde.data.families import get_family
 from jaxlab.pde.data.resample import evaluation_points, grid_size, resample
@@ -109,9 +108,9 @@ def make_dataset(name: str, trajectories: np.ndarray, *, num_test: int | None = 
         f"data set {name!r}: trajectories must be float32, got {trajectories.dtype}")
   n = shape[0]
   num_test = default_num_test(n) if num_test is None else num_test
-  check(_is_int(num_test) and 0 <= num_test < n,
+  check(is_int(num_test) and 0 <= num_test < n,
         f"data set {name!r}: num_test={num_test} must be in [0, {n - 1}] (at least one training trajectory)")
-  check(eval_channels is None or (_is_int(eval_channels) and 1 <= eval_channels <= shape[4]),
+  check(eval_channels is None or (is_int(eval_channels) and 1 <= eval_channels <= shape[4]),
         f"data set {name!r}: eval_channels={eval_channels!r} must be None or an int in [1, {shape[4]}]")
   if verify_finite:
     store.check_finite(trajectories, name)
@@ -128,7 +127,7 @@ def load_dataset(spec: DatasetSpec, cache_dir: str | os.PathLike | None = None, 
   the memory map, nothing is copied): 1 drops the initial state w0 of an ``ns_fno`` set, so that
   the frames are FNO's ``u`` (t = 1..T), the frames DPOT trains and tests on.
   """
-  check(_is_int(first_frame) and 0 <= first_frame < spec.num_frames - 1,
+  check(is_int(first_frame) and 0 <= first_frame < spec.num_frames - 1,
         f"first_frame={first_frame!r} must be an int in [0, {spec.num_frames - 2}] for data set {spec.name!r} "
         f"({spec.num_frames} stored frames)")
   array = store.load_or_generate(spec, cache_dir, chunk_size=chunk_size, progress=progress,
@@ -146,12 +145,8 @@ class MixturePlan:
   start: np.ndarray  # (G,) int64, first input frame
 
 
-def _is_int(value) -> bool:
-  return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def _check_window(datasets: Sequence[PDEDataset], t_in: int, t_out: int) -> None:
-  check(_is_int(t_in) and _is_int(t_out) and t_in >= 1 and t_out >= 1,
+  check(is_int(t_in) and is_int(t_out) and t_in >= 1 and t_out >= 1,
         f"t_in={t_in!r} and t_out={t_out!r} must both be ints >= 1")
   for ds in datasets:
     check(t_in + t_out <= ds.num_frames,
@@ -187,9 +182,9 @@ def mixture_plan(datasets: Sequence[PDEDataset], weights: Sequence[float], seed:
   Rows are drawn i.i.d. (with replacement) with :func:`mixture_probabilities`; DPOT's epochs
   shuffle the weighted concatenation (without replacement), which has the same per-row law.
   """
-  check(_is_int(seed) and seed >= 0, f"seed={seed!r} must be an int >= 0")
-  check(_is_int(step) and step >= 0, f"step={step!r} must be an int >= 0")
-  check(_is_int(global_batch_size) and global_batch_size >= 1,
+  check(is_int(seed) and seed >= 0, f"seed={seed!r} must be an int >= 0")
+  check(is_int(step) and step >= 0, f"step={step!r} must be an int >= 0")
+  check(is_int(global_batch_size) and global_batch_size >= 1,
         f"global_batch_size={global_batch_size!r} must be an int >= 1")
   _check_window(datasets, t_in, t_out)
   probs = mixture_probabilities(datasets, weights, split, rule)
@@ -234,14 +229,13 @@ def _common_channels(datasets: Sequence[PDEDataset], num_channels: int | None) -
   widest = max(ds.num_channels for ds in datasets)
   if num_channels is None:
     return widest
-  check(_is_int(num_channels) and num_channels >= widest,
+  check(is_int(num_channels) and num_channels >= widest,
         f"num_channels={num_channels!r} is below the widest data set's {widest} channels; must be an int >= {widest}")
   return int(num_channels)
 
 
 def _check_pad_value(pad_value: float) -> None:
-  check(isinstance(pad_value, numbers.Real) and not isinstance(pad_value, bool)
-        and np.isfinite(pad_value), f"pad_value={pad_value!r} must be a finite number (the value of padded channels)")
+  check(is_real(pad_value) and np.isfinite(pad_value), f"pad_value={pad_value!r} must be a finite number (the value of padded channels)")
 
 
 def _window(ds: PDEDataset, trajectory: int, start: int, length: int, grid: tuple[int, int]) -> np.ndarray:
@@ -314,8 +308,8 @@ def rollout_eval_data(datasets: Sequence[PDEDataset], t_in: int,
   grid = _common_grid(datasets, resolution)
   channels = _common_channels(datasets, num_channels)
   _check_pad_value(pad_value)
-  check(_is_int(t_in) and t_in >= 1, f"t_in={t_in!r} must be an int >= 1")
-  check(max_trajectories is None or (_is_int(max_trajectories) and max_trajectories >= 1),
+  check(is_int(t_in) and t_in >= 1, f"t_in={t_in!r} must be an int >= 1")
+  check(max_trajectories is None or (is_int(max_trajectories) and max_trajectories >= 1),
         f"max_trajectories={max_trajectories!r} must be None (all test trajectories) or an int >= 1")
   per_set = list(num_steps) if isinstance(num_steps, (list, tuple)) else [num_steps] * len(datasets)
   check(len(per_set) == len(datasets), f"num_steps has {len(per_set)} entries for {len(datasets)} data sets")
@@ -323,7 +317,7 @@ def rollout_eval_data(datasets: Sequence[PDEDataset], t_in: int,
   for d, ds in enumerate(datasets):
     # A 0-frame rollout would score an L2RE of 0/0: refused, as is a negative one.
     where = f"num_steps[{d}]" if isinstance(num_steps, (list, tuple)) else "num_steps"
-    check(per_set[d] is None or (_is_int(per_set[d]) and per_set[d] >= 1),
+    check(per_set[d] is None or (is_int(per_set[d]) and per_set[d] >= 1),
           f"{where}={per_set[d]!r} for data set {ds.name!r} must be an int >= 1 (frames to roll out) or None "
           "(every frame after t_in)")
     steps = ds.num_frames - t_in if per_set[d] is None else per_set[d]

@@ -11,12 +11,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import numbers
 from typing import Any, Mapping
 
 import exponax
 
-from jaxlab.errors import check
+from jaxlab.errors import check, is_int, is_real
 from jaxlab.pde.data.families import FAMILIES, FNO_VISCOSITIES, check_params, get_family, substeps
 
 # Bump when the generator's numerics change, so old caches are not reused.
@@ -67,10 +66,6 @@ class DatasetSpec:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def _is_int(value: Any) -> bool:
-  return isinstance(value, int) and not isinstance(value, bool)
-
-
 def dataset_spec(family: str, num_trajectories: int, *, seed: int = 0, resolution: int = 64,
                  solver_resolution: int | None = None, name: str | None = None,
                  **params: Any) -> DatasetSpec:
@@ -82,13 +77,13 @@ def dataset_spec(family: str, num_trajectories: int, *, seed: int = 0, resolutio
   fam = get_family(family)
   unknown = sorted(set(params) - set(fam.defaults))
   check(not unknown, f"unknown parameters {unknown} for family {family!r}; known: {sorted(fam.defaults)}")
-  check(_is_int(num_trajectories) and 1 <= num_trajectories < 2 ** 32,
+  check(is_int(num_trajectories) and 1 <= num_trajectories < 2 ** 32,
         f"num_trajectories={num_trajectories!r} must be an int in [1, 2^32)")
-  check(_is_int(seed) and 0 <= seed < 2 ** 63, f"seed={seed!r} must be an int in [0, 2^63) (a jax PRNG seed)")
-  check(_is_int(resolution) and resolution >= 8 and resolution % 2 == 0,
+  check(is_int(seed) and 0 <= seed < 2 ** 63, f"seed={seed!r} must be an int in [0, 2^63) (a jax PRNG seed)")
+  check(is_int(resolution) and resolution >= 8 and resolution % 2 == 0,
         f"resolution={resolution!r} must be an even int >= 8")
   solver_resolution = resolution if solver_resolution is None else solver_resolution
-  check(_is_int(solver_resolution) and solver_resolution >= resolution and solver_resolution % resolution == 0,
+  check(is_int(solver_resolution) and solver_resolution >= resolution and solver_resolution % resolution == 0,
         f"solver_resolution={solver_resolution!r} must be a multiple of resolution={resolution} "
         "(1, 2, ... times it; the data keep every r-th point)")
   check(name is None or (isinstance(name, str) and name != ""), f"name={name!r} must be a non-empty str or None")
@@ -97,8 +92,9 @@ def dataset_spec(family: str, num_trajectories: int, *, seed: int = 0, resolutio
   substeps(merged)  # frame_interval must be a whole number of dt steps
   if merged.get("warmup_time", 0) != 0:
     substeps(merged, "warmup_time")
-  return DatasetSpec(name=name or family, family=family, num_trajectories=num_trajectories, seed=seed,
-                     resolution=resolution, solver_resolution=solver_resolution,
+  # Python ints (not NumPy ones): the spec's settings are hashed as JSON.
+  return DatasetSpec(name=name or family, family=family, num_trajectories=int(num_trajectories), seed=int(seed),
+                     resolution=int(resolution), solver_resolution=int(solver_resolution),
                      params=tuple(sorted(merged.items())))
 
 
@@ -106,7 +102,7 @@ def fno_navier_stokes(viscosity: float, num_trajectories: int, *, seed: int = 0,
                       resolution: int = 64, solver_resolution: int | None = None,
                       **overrides: Any) -> DatasetSpec:
   """FNO's NS set for viscosity 1e-3, 1e-4 or 1e-5: its frame count (50, 30, 20) and our dt."""
-  check(isinstance(viscosity, numbers.Real) and not isinstance(viscosity, bool),
+  check(is_real(viscosity),
         f"viscosity={viscosity!r} must be a number; FNO's presets: {sorted(FNO_VISCOSITIES)}")
   matches = [v for v in FNO_VISCOSITIES if abs(v - viscosity) <= 1e-12]
   check(bool(matches), f"viscosity={viscosity} has no FNO preset; allowed: {sorted(FNO_VISCOSITIES)} "

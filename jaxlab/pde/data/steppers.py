@@ -9,7 +9,6 @@ PDE is a :class:`exponax.BaseStepper` subclass giving L (``_build_linear_operato
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import exponax
@@ -19,14 +18,13 @@ import numpy as np
 from exponax.nonlin_fun import BaseNonlinearFun, VorticityConvection2d
 from exponax._spectral import build_laplace_operator
 
-from jaxlab.errors import check
+from jaxlab.errors import check_int, check_range
 
 
 def _check_diffusivity(name: str, value) -> None:
   """A concrete negative (anti-diffusive, ill-posed) or non-finite value is refused; a traced one passes."""
   if isinstance(value, numbers.Real):
-    check(not isinstance(value, bool) and math.isfinite(value) and value >= 0,
-          f"{name}={value!r}; must be a finite number >= 0 (a negative diffusivity is ill-posed: anti-diffusion)")
+    check_range(value, name, 0, meaning="a negative diffusivity is ill-posed: anti-diffusion")
 
 
 def fno_forcing(num_points: int, amplitude: float = 0.1) -> np.ndarray:
@@ -148,8 +146,7 @@ def rollout_frames(stepper: exponax.BaseStepper, u0: jax.Array, *, substeps: int
   returns (num_frames + 1, C, N, N): the state after the warm-up, then each recorded frame.
   """
   for name, value, low in (("substeps", substeps, 1), ("num_frames", num_frames, 1), ("warmup_steps", warmup_steps, 0)):
-    check(isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low,
-          f"{name}={value!r}; must be an int >= {low}")
+    check_int(value, name, low)
   num_points = u0.shape[-1]
   step = lambda _, u_hat: stepper.step_fourier(u_hat)
   u_hat = exponax.fft(u0, num_spatial_dims=2)
