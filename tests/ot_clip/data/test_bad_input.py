@@ -12,7 +12,7 @@ from jaxlab.ot_clip.data.batches import ShardedBatches
 from jaxlab.ot_clip.data.pairs import load_pairs
 from jaxlab.ot_clip.data.split import split_rows
 from jaxlab.ot_clip.two_tower import ConvImageEncoder, TwoTower
-from jaxlab.tasks.clip_files import clip_files_with_inference
+from jaxlab.train.task import make_task
 from tests.bad_input import assert_one_clear_line
 from tests.ot_clip.data.conftest import data_config, embedding_arrays, write_image_folder
 from tests.ot_clip.data.test_batches import records
@@ -26,7 +26,7 @@ def _task(folder, eval_overrides=None, **data):
   config = get_config("tiny")
   config.data.update(dir=str(folder), **data)
   config.eval.update(eval_overrides or {})
-  return lambda: clip_files_with_inference(config)
+  return lambda: make_task(config)
 
 
 def _rewrite(path, old, new):
