@@ -158,7 +158,8 @@ def test_bad_pairs_input_is_one_clear_line(tmp_path, what, make, fragment):
 
 def test_a_corrupt_training_image_fails_its_batch_with_file_and_row(tmp_path):
   folder = _folder(tmp_path)
-  task, inference = _task(folder)()
+  task = _task(folder)()
+  inference = task.inference
   labels = [("red", "green", "blue", "yellow")[i % 4] for i in range(20)]
   _, test = split_rows(20, "fraction", 0.2, 0, None, "", labels=labels)  # the tiny config's split
   row = min(set(range(20)) - set(test.tolist()))
