@@ -242,8 +242,8 @@ def td_update_speed(deadline: Deadline, smoke: bool, updates_per_call: int) -> d
   from jaxlab.rl.networks import count_params  # pylint: disable=import-outside-toplevel
   from jaxlab.rl.replay import Transition  # pylint: disable=import-outside-toplevel
   from jaxlab.train import make_train_step  # pylint: disable=import-outside-toplevel
-  from jaxlab.tasks.dqn_minatar import dqn_minatar_with_inference  # pylint: disable=import-outside-toplevel
   from jaxlab.train.state import make_init_fn  # pylint: disable=import-outside-toplevel
+  from jaxlab.train.task import make_task  # pylint: disable=import-outside-toplevel
 
   out: dict[str, Any] = {"config": "dqn_minatar:tiny" if smoke else "dqn_minatar", "updates_per_call": updates_per_call}
   for head in ("softmoe", "dense"):
@@ -252,7 +252,8 @@ def td_update_speed(deadline: Deadline, smoke: bool, updates_per_call: int) -> d
       continue
     c = load_config("dqn_minatar:tiny" if smoke else "dqn_minatar")
     c.network.head = head
-    task, inference = dqn_minatar_with_inference(c)
+    task = make_task(c)
+    inference = task.inference
     opt = optimizer_from_config(c.optimizer, c.num_steps)
     state = jax.jit(make_init_fn(task.init_params, opt, task.init_extra))(jax.random.key(0))
     k = jax.random.split(jax.random.key(1), 3)

@@ -34,9 +34,9 @@ from jaxlab.rl import dqn
 from jaxlab.rl.atari import make_atari
 from jaxlab.rl.networks import QNetwork
 from jaxlab.rl.replay_frames import StackedTransition
-from jaxlab.tasks.dqn_atari import dqn_atari_with_inference
 from jaxlab.train import make_train_step
 from jaxlab.train.state import make_init_fn
+from jaxlab.train.task import make_task
 
 
 def _config(head: str, num_envs: int, replay: int, game: str):
@@ -58,7 +58,8 @@ class Whole:
   """The task's program: ``updates`` updates per call."""
 
   def __init__(self, config, updates: int):
-    task, inference = dqn_atari_with_inference(config)
+    task = make_task(config)
+    inference = task.inference
     opt = optimizer_from_config(config.optimizer, config.num_steps)
     init = make_init_fn(task.init_params, opt, task.init_extra, task.init_data)
     self.state = jax.jit(init)(jax.random.key(0))

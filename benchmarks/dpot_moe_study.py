@@ -31,7 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from configs import dpot_moe  # noqa: E402
 from jaxlab.optim.config import optimizer_from_config  # noqa: E402
 from jaxlab.pde.losses import make_loss_fn  # noqa: E402
-from jaxlab.tasks.pde_operator import build_model, channels_of  # noqa: E402
+from jaxlab.pde.data.from_config import channels_of  # noqa: E402
+from jaxlab.pde.model_from_config import build_model  # noqa: E402
 from jaxlab.train import TrainState, make_train_step  # noqa: E402
 from jaxlab.train.trainer import train  # noqa: E402
 

@@ -32,8 +32,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs import dpot_pde  # noqa: E402
-from jaxlab.tasks.pde_operator import (build_model, channels_of, evaluation_data, load_datasets,  # noqa: E402
-                                       pad_value, rollout, served_sets)
+from jaxlab.pde.data.from_config import (channels_of, evaluation_data, load_datasets, pad_value,  # noqa: E402
+                                         served_sets)
+from jaxlab.pde.model_from_config import build_model  # noqa: E402
+from jaxlab.pde.rollout import rollout  # noqa: E402
 from jaxlab.train.trainer import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/dpot_study.py", "study config")

@@ -3,8 +3,8 @@
 A workdir written by ``python -m jaxlab.main`` (or ``jaxlab.train.trainer.train``) holds
 ``checkpoints/<step>/`` (the train state and the config it was trained with) and
 ``metrics.jsonl``. ``load_run`` rebuilds the task and model from the saved config (the trainer's
-own builder, ``build_state_init``), restores the params (the optimizer state only when asked)
-and binds the task's inference functions to them::
+own builder, ``build_state_init``, on one device), restores the params (the optimizer state only
+when asked) and binds the task's inference functions (``Task.inference``) to them::
 
   run = jaxlab.load_run("runs/dpot")            # newest checkpoint
   run.predict(x)                                # DPOT / FNO: next frames; also run.rollout(x0, steps)
@@ -20,7 +20,6 @@ workdir is written (it is read through :class:`jaxlab.train.workdir.Workdir`).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 from typing import Any, Callable
 
@@ -29,25 +28,15 @@ import ml_collections
 import numpy as np
 
 from jaxlab.errors import CheckpointError, InputError, is_int
-from jaxlab.tasks.inference import Inference
 from jaxlab.train import checkpoint
+from jaxlab.train.context import TaskContext
+from jaxlab.train.mesh import make_mesh
 from jaxlab.train.sharding import tree_shardings
 from jaxlab.train.state import TrainState
-from jaxlab.train.task import Task, make_task
+from jaxlab.train.task import Inference, Task
 from jaxlab.train.trainer import build_state_init, make_evaluate
 from jaxlab.train.workdir import Workdir
 
-#: Task name -> ``"module:function"`` that builds its ``(Task, Inference)``. :func:`load_run` binds
-#: the inference functions of a listed task to the run; a task not listed loads without them.
-INFERENCE = {
-    "digits_classification": "jaxlab.tasks.classification:digits_classification_with_inference",
-    "digits_two_tower": "jaxlab.tasks.two_tower:digits_two_tower_with_inference",
-    "clip_files": "jaxlab.tasks.clip_files:clip_files_with_inference",
-
-    "dqn_atari": "jaxlab.tasks.dqn_atari:dqn_atari_with_inference",
-    "dqn_minatar": "jaxlab.tasks.dqn_minatar:dqn_minatar_with_inference",
-    "pde_operator": "jaxlab.tasks.pde_operator:pde_operator_with_inference",
-}
 _STATE_KEYS = ("step", "rng", "nonfinite_skipped", "params")  # what a load reads (+ opt_state when asked)
 
 
@@ -195,12 +184,12 @@ def _check_seed_index(seed_index: Any, runs: Any, workdir: str, seed: int) -> No
                      f"allowed: an int in [0, {size - 1}], or None for all")
 
 
-def _build(config: ml_collections.ConfigDict) -> tuple[Task, Inference | None]:
-  spec = INFERENCE.get(config.task)
-  if spec is None:
-    return make_task(config), None
-  module, name = spec.split(":")
-  return getattr(importlib.import_module(module), name)(config)
+def _load_context(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh | None) -> TaskContext:
+  """The context a run is loaded in: ``mesh``, or the default device (a mesh of the config's
+  axes, each of size 1)."""
+  if mesh is None:
+    mesh = make_mesh(tuple((name, 1) for name, _ in config.mesh), [jax.devices()[0]])
+  return TaskContext.from_config(config, mesh=mesh)
 
 
 def _placement(config: ml_collections.ConfigDict, abstract: Any, mesh: jax.sharding.Mesh | None,
@@ -248,8 +237,9 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
   except CheckpointError as e:
     raise CheckpointError(f"load_run: {e}") from e.__cause__
   config = ml_collections.ConfigDict(_tuples(saved))
-  task, inference = _build(config)
-  task, runs, _, init, init_args = build_state_init(config, task)
+  ctx = _load_context(config, mesh)
+  task, runs, _, init, init_args = build_state_init(config, ctx=ctx)  # the trainer's builder, its Task
+  inference = task.inference
   _check_seed_index(seed_index, runs, workdir, int(config.seed))
   index = seed_index if runs is not None and seed_index is not None else None
   abstract = jax.eval_shape(init, *init_args)

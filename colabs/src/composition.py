@@ -148,7 +148,8 @@ plt.show()
 import re
 
 from jaxlab.pde.sharding import dpot_sharding_rules
-from jaxlab.tasks.pde_operator import build_model, channels_of
+from jaxlab.pde.data.from_config import channels_of
+from jaxlab.pde.model_from_config import build_model
 from jaxlab.train.sharding import path_name
 
 n_dev = len(jax.devices())

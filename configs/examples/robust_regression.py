@@ -12,7 +12,7 @@ import numpy as np
 import optax
 
 from jaxlab.optim.registry import OPTIMIZERS
-from jaxlab.train import TASKS, Task
+from jaxlab.train import TASKS, Task, TaskContext
 from jaxlab.train.config import make_tiny, trainer_config
 
 TRUE_W = np.array([2.0, -1.0, 0.5], np.float32)
@@ -32,8 +32,13 @@ def sign_momentum(learning_rate, momentum: float = 0.9) -> optax.GradientTransfo
 
 
 @TASKS.register("huber_regression")
-def huber_regression(config: ml_collections.ConfigDict) -> Task:
-  """Linear regression with Student-t label noise (heavy tails), fitted with a Huber loss."""
+def huber_regression(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
+  """Linear regression with Student-t label noise (heavy tails), fitted with a Huber loss.
+
+  ``ctx`` holds what the trainer resolved (mesh, runs, devices, processes); this task needs none
+  of it: its host batches are built from the rows the trainer asks for.
+  """
+  del ctx
 
   def host_batch(step, rows, seed):  # pure in (step, rows, seed): a resumed run sees the same data
     r = np.random.default_rng([seed, step])

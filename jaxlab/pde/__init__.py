@@ -3,7 +3,8 @@
 Model: ``DPOT`` (flax; presets ``make_dpot("Ti")`` ... ``make_dpot("H")`` in ``sizes``), its token mixer
 ``AFNO2D`` / pure ``afno2d`` (haiku: ``jaxlab.pde.afno_haiku.HkAFNO2D``), the ``FNO2d`` baseline.
 Training: ``relative_l2_loss`` (the official objective), ``make_loss_fn`` for
-``jaxlab.train.make_train_step``, tensor-parallel ``dpot_sharding_rules`` (``dpot_layout_rules``: one layout's rules, with
+``jaxlab.train.make_train_step``; evaluation: the auto-regressive ``rollout`` and its
+``rollout_l2re``; tensor-parallel ``dpot_sharding_rules`` (``dpot_layout_rules``: one layout's rules, with
 Soft-MoE experts over an "expert" axis for ``DPOT(mlp="softmoe")``). Official
 checkpoints: ``convert_state_dict`` / ``params_to_state_dict`` / ``load_torch_checkpoint``.
 """
@@ -13,5 +14,6 @@ from jaxlab.pde.convert import convert_state_dict, expected_torch_shapes, load_t
 from jaxlab.pde.dpot import DPOT, DPOTBlock, abstract_params, count_params, init_params
 from jaxlab.pde.fno import FNO2d, spectral_conv2d
 from jaxlab.pde.losses import add_denoising_noise, make_loss_fn, relative_l2_loss
+from jaxlab.pde.rollout import rollout, rollout_l2re
 from jaxlab.pde.sharding import DPOT_SHARDING_RULES, dpot_layout_rules, dpot_sharding_rules, dpot_state_shardings
 from jaxlab.pde.sizes import DPOT_SIZES, OFFICIAL_PARAM_COUNTS, make_dpot, dpot_config

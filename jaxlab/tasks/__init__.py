@@ -1,7 +1,8 @@
-"""Tasks: data + model + loss + evaluation, built from a config and run by the trainer.
+"""Tasks: data + model + loss + evaluation + inference, built once from a config and the trainer's context.
 
 The protocol and the registry live in ``jaxlab.train.task``; the tasks here are registered
 there lazily by name, so importing the trainer imports none of them.
 """
 
-from jaxlab.train.task import TASKS, Task, make_task
+from jaxlab.train.context import TaskContext
+from jaxlab.train.task import TASKS, Inference, Task, make_task

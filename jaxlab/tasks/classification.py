@@ -11,18 +11,15 @@ from jaxlab.errors import InputError
 from jaxlab.data.digits import load_digits_split
 from jaxlab.losses import LOSSES
 from jaxlab.models import make_model
-from jaxlab.tasks.inference import Inference
-from jaxlab.train.task import TASKS, Task
+from jaxlab.train.context import TaskContext
+from jaxlab.train.task import TASKS, Inference, Task
 
 
 @TASKS.register("digits_classification")
-def digits_classification(config: ml_collections.ConfigDict) -> Task:
-  return digits_classification_with_inference(config)[0]
-
-
-def digits_classification_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, Inference]:
-  """The task and its :class:`~jaxlab.tasks.inference.Inference`: ``predict(params, x)`` gives the
-  logits ``[N, classes]``; ``data``: ``x_test``, ``y_test``."""
+def digits_classification(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
+  """The task of ``configs/digits_mlp.py``, with its :class:`~jaxlab.train.task.Inference`:
+  ``predict(params, x)`` gives the logits ``[N, classes]``; ``data``: ``x_test``, ``y_test``."""
+  del ctx  # one host array, the same on every process
   model_kwargs = dict(config.model)
   model = make_model(model_kwargs.pop("name"), **model_kwargs)
   images = config.model.name != "mlp"
@@ -49,8 +46,8 @@ def digits_classification_with_inference(config: ml_collections.ConfigDict) -> t
     test_loss, metrics = loss(model.apply({"params": state.params}, data["x_test"]), data["y_test"])
     return {"test_loss": test_loss, "test_accuracy": metrics["accuracy"]}
 
-  task = Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
-              description=f"digits classification, {config.model.name}")
   predict = jax.jit(lambda params, x: model.apply({"params": params}, x))
-  return task, Inference(model=model, fns={"predict": predict},
-                         data={"x_test": data["x_test"], "y_test": data["y_test"]})
+  inference = Inference(model=model, fns={"predict": predict},
+                        data={"x_test": data["x_test"], "y_test": data["y_test"]})
+  return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
+              description=f"digits classification, {config.model.name}", inference=inference)

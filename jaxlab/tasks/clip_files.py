@@ -25,14 +25,8 @@ from jaxlab.ot_clip.digits_pairs import long_tailed_indices
 from jaxlab.ot_clip.evaluation import class_embedding, classify, retrieval_metrics, zero_shot_metrics
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
-from jaxlab.tasks.inference import Inference
-from jaxlab.train.task import TASKS, Task
-
-
-@TASKS.register("clip_files")
-def clip_files(config: ml_collections.ConfigDict) -> Task:
-  """The two-tower task on ``config.data``'s files (``configs/clip_files.py``); see the module docstring."""
-  return clip_files_with_inference(config)[0]
+from jaxlab.train.context import TaskContext
+from jaxlab.train.task import TASKS, Inference, Task
 
 
 def _check_eval(ev: ml_collections.ConfigDict) -> None:
@@ -59,8 +53,10 @@ def _long_tailed(labels: np.ndarray, classes: tuple[str, ...], imbalance: float,
   return long_tailed_indices(labels, imbalance, np.random.default_rng(seed), num_classes=len(classes))
 
 
-def clip_files_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, Inference]:
-  """The task and its :class:`~jaxlab.tasks.inference.Inference` (one model, one held-out split).
+@TASKS.register("clip_files")
+def clip_files(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
+  """The two-tower task on ``config.data``'s files (``configs/clip_files.py``; see the module docstring),
+  with its :class:`~jaxlab.train.task.Inference` (one model, one held-out split).
 
   Inference functions, each ``fn(params, ...)``: ``embed_images(params, images)`` and
   ``embed_texts(params, texts)`` (token ids from ``data["tokenizer"]`` via
@@ -77,7 +73,7 @@ def clip_files_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, 
                    **pairs.model_kwargs)
   loss_kwargs = dict(config.loss)
   loss_fn = make_two_tower_loss(model, loss_kwargs.pop("name"), text_key=pairs.text_key, **loss_kwargs)
-  host_batch = ShardedBatches(pairs.train, config.batch_size, jax.process_count())
+  host_batch = ShardedBatches(pairs.train, config.batch_size, ctx.process_count)
   test, epsilon, coverage = pairs.test, config.eval.epsilon, config.eval.coverage
   labelled = bool(pairs.classes)
   long_tailed = (_long_tailed(test["label"], pairs.classes, config.eval.imbalance, config.data.split_seed)
@@ -109,11 +105,11 @@ def clip_files_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, 
                                        coverage=coverage, long_tailed=long_tailed))
     return metrics
 
-  task = Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
-              throughput={"pairs": config.batch_size}, description=f"{pairs.description}, {config.loss.name} loss",
-              resume_safe=("eval.*",), workdir_files=pairs.files)
   fns = {"embed_images": jax.jit(embed_images), "embed_texts": jax.jit(embed_texts)}
   if labelled:
     fns.update(class_embeddings=jax.jit(class_embeddings), zero_shot=jax.jit(zero_shot, static_argnames=("method",)))
-  return task, Inference(model=model, fns=fns, data={"classes": pairs.classes, "tokenizer": pairs.tokenizer,
-                                                     "test": test})
+  inference = Inference(model=model, fns=fns, data={"classes": pairs.classes, "tokenizer": pairs.tokenizer,
+                                                    "test": test})
+  return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
+              throughput={"pairs": config.batch_size}, description=f"{pairs.description}, {config.loss.name} loss",
+              resume_safe=("eval.*",), workdir_files=pairs.files, inference=inference)

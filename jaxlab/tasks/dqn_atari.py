@@ -38,14 +38,12 @@ import ml_collections
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, make_atari, push_frame
+from jaxlab.rl.dqn_config import MAX_FRAMES, check_dqn_settings, check_flag, q_network_from_config
+from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
 from jaxlab.rl.replay_frames import FrameReplay, FrameStep, make_frame_replay
-from jaxlab.tasks.dqn_minatar import (MAX_FRAMES, RETURN_WINDOW, _flag, _push_returns, check_dqn_settings,
-                                      q_network_from_config, recent_return)
-from jaxlab.tasks.inference import Inference
-from jaxlab.train.mesh import resolve_mesh_shape
+from jaxlab.train.context import TaskContext
 from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
-from jaxlab.train.runs import runs_from_config
-from jaxlab.train.task import TASKS, Task
+from jaxlab.train.task import TASKS, Inference, Task
 
 STEP_VIA = ("auto", "xla", "callback")
 
@@ -69,7 +67,7 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   e, d = config.env, config.dqn
   check_game(e.name, "env.name")
   check(e.step_via in STEP_VIA, f"env.step_via={e.step_via!r}; choose one of {STEP_VIA}")
-  _flag("env.time_limit_is_terminal", e.time_limit_is_terminal)
+  check_flag("env.time_limit_is_terminal", e.time_limit_is_terminal)
   check(isinstance(d.update_period, int) and not isinstance(d.update_period, bool) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} agent steps per update; must be an int >= 1 (Dopamine: 4)")
   check_dqn_settings(d, "agent steps", "epsilon_decay_period", d.clip_rewards)
@@ -77,15 +75,18 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
         f"network.encoder={config.network.encoder!r}; Atari frames (84x84x4) take the 'nature' encoder")
 
 
-def resolve_step_via(step_via: str, mesh: Any) -> str:
-  """``env.step_via`` for a config's mesh: "auto" is "xla" when the mesh spans one device of
-  this process, else "callback"; "xla" on a larger mesh is refused (one line).
+def resolve_step_via(step_via: str, mesh: jax.sharding.Mesh) -> str:
+  """``env.step_via`` for the run's mesh: "auto" is "xla" when the mesh spans one device, else
+  "callback"; "xla" on a larger mesh is refused (one line).
 
-  The mesh is resolved over all of this process's devices (the trainer's ``devices`` argument is
-  not known here), so a run on a one-device subset of several takes "callback", which works on
-  any mesh.
+  Args:
+    step_via: the config's ``env.step_via`` (one of ``STEP_VIA``).
+    mesh: the mesh the trainer resolved (``TaskContext.mesh``).
+
+  Returns:
+    "xla" or "callback".
   """
-  devices = math.prod(resolve_mesh_shape(mesh, jax.device_count()))
+  devices = mesh.devices.size
   if step_via == "auto":
     return "xla" if devices == 1 else "callback"
   if step_via == "xla" and devices > 1:
@@ -147,7 +148,7 @@ def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: dqn.QFn, *, clip_rew
     done = (out.terminated | out.truncated) & ~reset_step
     ret = jnp.where(restart, 0.0, data.episode_return) + out.reward
     length = jnp.where(restart, 0, data.episode_length) + (~reset_step).astype(jnp.int32)
-    returns, episodes = _push_returns(data.returns, data.episodes, done, ret)
+    returns, episodes = push_returns(data.returns, data.episodes, done, ret)
     return AtariData(stack=push_frame(stack, out.frame, reset_step), first=reset_step, done=done,
                      epoch=jnp.full((), env.epoch, jnp.uint32),
                      episode_return=jnp.where(done, 0.0, ret), episode_length=jnp.where(done, 0, length),
@@ -156,13 +157,12 @@ def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: dqn.QFn, *, clip_rew
 
 
 @TASKS.register("dqn_atari")
-def dqn_atari(config: ml_collections.ConfigDict) -> Task:
-  """The task of ``configs/dqn_atari.py`` (see there for every key)."""
-  return dqn_atari_with_inference(config)[0]
+def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
+  """The task of ``configs/dqn_atari.py`` (see there for every key), with its
+  :class:`~jaxlab.train.task.Inference` (the same network and pool).
 
-
-def dqn_atari_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, Inference]:
-  """The task and its :class:`~jaxlab.tasks.inference.Inference` (the same network and pool).
+  The pool is stepped the way the context's mesh allows (:func:`resolve_step_via`) and seeded
+  with the context's runs (vmapped runs share one pool).
 
   Inference functions, each ``fn(params, obs)`` with ``obs`` uint8 ``[N, 84, 84, 4]`` (oldest
   frame first): ``q_values`` (``[N, actions]``) and ``greedy_policy`` (``int32 [N]``). ``data``:
@@ -170,7 +170,7 @@ def dqn_atari_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, I
   """
   _check_config(config)
   e, d = config.env, config.dqn
-  step_via = resolve_step_via(e.step_via, config.mesh)
+  step_via = resolve_step_via(e.step_via, ctx.mesh)
   n_envs = e.num_envs
   check(isinstance(n_envs, int) and not isinstance(n_envs, bool) and n_envs >= 1,
         f"env.num_envs={n_envs!r}; must be an int >= 1")
@@ -185,8 +185,8 @@ def dqn_atari_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, I
                              frame_shape=FRAME_SHAPE, stack_size=STACK_SIZE,
                              names={"capacity": "dqn.replay_capacity", "num_envs": "env.num_envs",
                                     "min_size": "dqn.min_replay_history", "batch_size": "batch_size"})
-  runs = runs_from_config(config)  # vmapped runs share one pool: run r steps environments r * num_envs...
-  seeds = runs.seeds if runs is not None else (int(config.seed),)
+  # vmapped runs share one pool: run r steps environments r * num_envs...
+  seeds = ctx.runs.seeds if ctx.runs is not None else (int(config.seed),)
   env = make_atari(e.name, num_envs=n_envs, seeds=seeds, sticky_action_prob=e.sticky_action_prob,
                    frame_skip=e.frame_skip, max_episode_steps=e.max_episode_steps,
                    full_action_space=e.full_action_space, step_via=step_via, num_threads=e.num_threads,
@@ -245,13 +245,14 @@ def dqn_atari_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, I
     return dqn.td_loss(q_fn, params, target_params, batch, gamma=d.gamma, double_dqn=d.double_dqn, loss=d.loss,
                        aux_weights=aux_weights)
 
-  task = Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,
+  fns = {"q_values": jax.jit(lambda params, obs: q_fn(params, obs)[0]),
+         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_fn(params, obs)[0], axis=-1).astype(jnp.int32))}
+  inference = Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,
+                                                  "obs_shape": obs_shape})
+  return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,
               init_extra=lambda params: jax.tree.map(jnp.copy, params),
               update_extra=dqn.periodic_sync(d.target_update_period // steps_per_update),
               throughput={"agent_steps": steps_per_update, "frames": steps_per_update * e.frame_skip},
               description=f"DQN Atari {e.name}, {config.network.head} head",
-              resume_safe=("env.step_via", "env.num_threads"))  # how the pool is stepped, not what
-  fns = {"q_values": jax.jit(lambda params, obs: q_fn(params, obs)[0]),
-         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_fn(params, obs)[0], axis=-1).astype(jnp.int32))}
-  return task, Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,
-                                                   "obs_shape": obs_shape})
+              resume_safe=("env.step_via", "env.num_threads"),  # how the pool is stepped, not what
+              inference=inference)

@@ -37,16 +37,14 @@ import ml_collections
 
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
+from jaxlab.rl.dqn_config import MAX_FRAMES, check_count, check_dqn_settings, q_network_from_config
 from jaxlab.rl.envs import ENV_IDS, make_env
-from jaxlab.rl.networks import QNetwork
+from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
 from jaxlab.rl.replay import TimeStep, make_replay
-from jaxlab.tasks.inference import Inference
+from jaxlab.train.context import TaskContext
 from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
-from jaxlab.train.task import TASKS, Task
+from jaxlab.train.task import TASKS, Inference, Task
 
-RETURN_WINDOW = 100  # episode_return = mean over the last 100 completed episodes (all envs)
-# network config key (a QNetwork attribute) -> the Top-1 MoE auxiliary loss it weights (dqn.AUX_LOSSES)
-AUX_WEIGHT_KEYS = {"importance_weight": "importance_loss", "load_balancing_weight": "load_balancing_loss"}
 
 
 class DataState(NamedTuple):
@@ -55,49 +53,6 @@ class DataState(NamedTuple):
   replay: Any            # flashbax buffer state
   returns: jax.Array     # float32 [RETURN_WINDOW]: a ring of completed-episode returns
   episodes: jax.Array    # int32 []: completed episodes so far
-
-
-def _push_returns(returns: jax.Array, episodes: jax.Array, done: jax.Array, last_return: jax.Array):
-  slot = (episodes + jnp.cumsum(done) - 1) % RETURN_WINDOW
-  returns = returns.at[jnp.where(done, slot, RETURN_WINDOW)].set(last_return, mode="drop")
-  return returns, episodes + jnp.sum(done, dtype=jnp.int32)
-
-
-def recent_return(returns: jax.Array, episodes: jax.Array) -> jax.Array:
-  n = jnp.minimum(episodes, RETURN_WINDOW)
-  valid = jnp.arange(RETURN_WINDOW) < n
-  return jnp.where(n > 0, jnp.sum(jnp.where(valid, returns, 0.0)) / jnp.maximum(n, 1), jnp.nan)
-
-
-MAX_FRAMES = 2**31 - 1  # frame counts (the epsilon schedule's frame, eval steps) are int32 on the device
-
-
-def _count(key: str, value: Any, low: int, what: str = "") -> None:
-  """``config.<key>`` is an int in [low, MAX_FRAMES]; ``what`` says what it counts."""
-  ok = isinstance(value, int) and not isinstance(value, bool)
-  check(ok and value >= low, f"{key}={value!r}{what}; must be an int >= {low}")
-  check(value <= MAX_FRAMES, f"{key}={value}{what}; must be < 2**31 (counted in int32 on the device)")
-
-
-def _flag(key: str, value: Any) -> None:
-  check(isinstance(value, bool), f"{key}={value!r}; must be True or False")
-
-
-def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, clip_rewards: Any) -> None:
-  """The ``dqn.*`` keys every DQN task reads, one clear line each.
-
-  ``unit`` is what the task's counts count ("frames" here, "agent steps" for Atari), ``decay_key``
-  its epsilon-decay key, ``clip_rewards`` the value of ``dqn.clip_rewards`` it uses.
-  """
-  dqn.check_probability(d.gamma, "dqn.gamma", " (the discount factor; Dopamine: 0.99)")
-  _count("dqn.target_update_period", d.target_update_period, 1, f" {unit}")
-  _count("dqn.min_replay_history", d.min_replay_history, 1, f" {unit} of random play")
-  _count("dqn.replay_capacity", d.replay_capacity, 1, " transitions")
-  dqn.check_probability(d.epsilon_end, "dqn.epsilon_end", " (the exploration rate after the decay)")
-  _count(f"dqn.{decay_key}", d[decay_key], 1, f" {unit} (1 = straight to dqn.epsilon_end)")
-  _flag("dqn.double_dqn", d.double_dqn)
-  check(d.loss in dqn.LOSSES, f"dqn.loss={d.loss!r}; choose one of {dqn.LOSSES}")
-  _flag("dqn.clip_rewards", clip_rewards)
 
 
 def _check_config(config: ml_collections.ConfigDict) -> None:
@@ -120,51 +75,16 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   check(isinstance(d.eval_steps, int) and not isinstance(d.eval_steps, bool) and d.eval_steps >= 0,
         f"dqn.eval_steps={d.eval_steps!r}; must be an int >= 0 (steps each evaluation environment may take to "
         "finish its episode; 0 = no evaluation)")
-  _count("dqn.eval_steps", d.eval_steps, 0)
+  check_count("dqn.eval_steps", d.eval_steps, 0)
   if d.eval_steps:
-    _count("dqn.eval_envs", d.eval_envs, 1)
+    check_count("dqn.eval_envs", d.eval_envs, 1)
     dqn.check_probability(d.eval_epsilon, "dqn.eval_epsilon", " (the exploration rate of evaluation)")
 
 
-def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int
-                          ) -> tuple[QNetwork, dict[str, float]]:
-  """The ``QNetwork`` of a ``network`` config block and its auxiliary-loss weights for ``td_loss``.
-
-  Every key is checked (``network.<key>`` in the message) before anything is initialised.
-
-  Args:
-    network: the config's ``network`` block (``QNetwork``'s keyword arguments).
-    num_actions: the environment's action count.
-
-  Returns:
-    ``(net, aux_weights)``, the latter ``{auxiliary loss name: weight}`` (``dqn.AUX_LOSSES``).
-
-  Raises:
-    InputError: an unknown key or a value that builds no network.
-  """
-  try:
-    net = QNetwork(num_actions=num_actions, **dict(network))
-  except TypeError as e:  # an unknown network key
-    raise InputError(f"network: {e}") from None
-  aux_weights = {name: getattr(net, key) for key, name in AUX_WEIGHT_KEYS.items()}
-  for key, w in ((key, getattr(net, key)) for key in AUX_WEIGHT_KEYS):
-    check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
-          f"network.{key}={w!r}; must be a finite number >= 0 (0 = off, as Dopamine's released configs)")
-    check(not w or net.head == "top1",
-          f"network.{key}={w!r} but network.head={net.head!r}; only head='top1' has this auxiliary loss "
-          "(set it to 0)")
-  net.check_config()  # the network's sizes, before anything is initialised
-  return net, aux_weights
-
-
 @TASKS.register("dqn_minatar")
-def dqn_minatar(config: ml_collections.ConfigDict) -> Task:
-  """The task of ``configs/dqn_minatar.py`` (see there for every key)."""
-  return dqn_minatar_with_inference(config)[0]
-
-
-def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, Inference]:
-  """The task and its :class:`~jaxlab.tasks.inference.Inference` (the same network and environment).
+def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
+  """The task of ``configs/dqn_minatar.py`` (see there for every key), with its
+  :class:`~jaxlab.train.task.Inference` (the same network and environment).
 
   Inference functions, each ``fn(params, ...)``: ``q_values(params, obs [N, 10, 10, C])``
   (``[N, actions]``), ``greedy_policy(params, obs)`` (``int32 [N]`` actions, argmax Q) and
@@ -173,6 +93,7 @@ def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task,
   evaluation does (which is ``play`` with ``epsilon=dqn.eval_epsilon``). ``data``: ``env``
   (``reset(rng, n)``, ``step(state, actions, rng)``), ``num_actions``, ``obs_shape``.
   """
+  del ctx  # the environments live in the train state: nothing depends on the mesh or the runs
   _check_config(config)
   e, d = config.env, config.dqn
   env = make_env(e.name, sticky_action_prob=e.sticky_action_prob)
@@ -227,7 +148,7 @@ def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task,
     if clip_rewards:  # Dopamine's Runner clips the reward the agent learns from, not the return it reports
       reward = jnp.clip(reward, -1.0, 1.0)
     replay_state = replay.add(data.replay, TimeStep(data.obs, actions, reward, info["discount"]))
-    returns, episodes = _push_returns(data.returns, data.episodes, done, env_state.stats.last_return)
+    returns, episodes = push_returns(data.returns, data.episodes, done, env_state.stats.last_return)
     return DataState(env_state, obs, replay_state, returns, episodes), stats
 
   def init_data(params, rng):
@@ -305,16 +226,17 @@ def dqn_minatar_with_inference(config: ml_collections.ConfigDict) -> tuple[Task,
     """``play`` with the config's ``dqn.eval_envs``, ``dqn.eval_steps`` and ``dqn.eval_epsilon``."""
     return play(state.params, rng, n_eval, eval_cap, d.eval_epsilon)
 
-  task = Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,
+  fns = {"q_values": jax.jit(lambda params, obs: q_fn(params, obs)[0]),
+         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_fn(params, obs)[0], axis=-1).astype(jnp.int32)),
+         "play": jax.jit(play, static_argnames=("num_envs", "max_steps"))}
+  inference = Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,
+                                                  "obs_shape": tuple(obs_shape)})
+  return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,
               evaluate=evaluate if eval_cap > 0 else None,
               init_extra=lambda params: jax.tree.map(jnp.copy, params),
               update_extra=dqn.periodic_sync(d.target_update_period // frames_per_step),
               throughput={"frames": frames_per_step},
               description=f"DQN {e.name}, {config.network.head} head",
               # evaluation only, and the Soft MoE implementation (the same function on any platform)
-              resume_safe=("dqn.eval_envs", "dqn.eval_steps", "dqn.eval_epsilon", "network.moe_impl"))
-  fns = {"q_values": jax.jit(lambda params, obs: q_fn(params, obs)[0]),
-         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_fn(params, obs)[0], axis=-1).astype(jnp.int32)),
-         "play": jax.jit(play, static_argnames=("num_envs", "max_steps"))}
-  return task, Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,
-                                                   "obs_shape": tuple(obs_shape)})
+              resume_safe=("dqn.eval_envs", "dqn.eval_steps", "dqn.eval_epsilon", "network.moe_impl"),
+              inference=inference)

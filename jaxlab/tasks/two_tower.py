@@ -18,17 +18,14 @@ from jaxlab.ot_clip import digits_pairs
 from jaxlab.ot_clip.evaluation import class_embedding, classify
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
-from jaxlab.tasks.inference import Inference
-from jaxlab.train.task import TASKS, Task
+from jaxlab.train.context import TaskContext
+from jaxlab.train.task import TASKS, Inference, Task
 
 
 @TASKS.register("digits_two_tower")
-def digits_two_tower(config: ml_collections.ConfigDict) -> Task:
-  return digits_two_tower_with_inference(config)[0]
-
-
-def digits_two_tower_with_inference(config: ml_collections.ConfigDict) -> tuple[Task, Inference]:
-  """The task and its :class:`~jaxlab.tasks.inference.Inference` (one model, one test split).
+def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
+  """The task of ``configs/digits_clip.py``, with its :class:`~jaxlab.train.task.Inference` (one
+  model, one test split).
 
   Inference functions, each ``fn(params, ...)``: ``embed_images(params, images [N, 64])`` and
   ``embed_texts(params, tokens [N, L])`` (L2-normalised ``[N, embed_dim]``),
@@ -37,6 +34,7 @@ def digits_two_tower_with_inference(config: ml_collections.ConfigDict) -> tuple[
   "ot" is OT-CLIP's transductive inference over the batch). ``data``: ``vocab`` (for
   ``jaxlab.ot_clip.digits_pairs.tokenize``), ``class_prompts``, ``x_test``, ``y_test``.
   """
+  del ctx  # one host array, the same on every process
   data = load_digits_split(test_fraction=config.data.test_fraction, seed=config.data.split_seed)
   vocab = digits_pairs.build_vocab()
   captions = digits_pairs.caption_tokens(data["y_train"], vocab, np.random.default_rng(config.seed))
@@ -74,10 +72,10 @@ def digits_two_tower_with_inference(config: ml_collections.ConfigDict) -> tuple[
     ot_acc = jnp.mean(classify(image, classes, "ot", config.eval_epsilon) == labels)
     return {"zero_shot_accuracy": argmax_acc, "ot_zero_shot_accuracy": ot_acc}
 
-  task = Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
-              description=f"digits two-tower, {config.loss.name} loss")
   fns = {"embed_images": jax.jit(embed_images), "embed_texts": jax.jit(embed_texts),
          "class_embeddings": jax.jit(class_embeddings),
          "zero_shot": jax.jit(zero_shot, static_argnames=("method",))}
-  return task, Inference(model=model, fns=fns, data={"vocab": vocab, "class_prompts": prompts,
-                                                     "x_test": data["x_test"], "y_test": data["y_test"]})
+  inference = Inference(model=model, fns=fns, data={"vocab": vocab, "class_prompts": prompts,
+                                                    "x_test": data["x_test"], "y_test": data["y_test"]})
+  return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
+              description=f"digits two-tower, {config.loss.name} loss", inference=inference)

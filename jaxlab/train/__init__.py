@@ -7,4 +7,5 @@ from jaxlab.train.mesh import make_mesh
 from jaxlab.train.sharding import batch_sharding, host_to_global, sharding_report, tree_shardings
 from jaxlab.train.state import TrainState, make_init_fn
 from jaxlab.train.step import make_train_step, multi_step_fn, train_step_fn
-from jaxlab.train.task import TASKS, Task
+from jaxlab.train.context import TaskContext
+from jaxlab.train.task import TASKS, Inference, Task

@@ -1,14 +1,18 @@
-"""The task protocol: what a method gives the trainer (init, loss, data, evaluation).
+"""The task protocol: what a method gives the trainer (init, loss, data, evaluation, inference).
 
-A task is built from a config by name (``config.task``) through ``TASKS``. Tasks register either
-with the decorator or lazily as ``"module:function"`` strings, so that importing the trainer
-imports no method package (and needs none of the ``rl`` / ``pde`` extras)::
+A task is built once, from a config and the trainer's :class:`~jaxlab.train.context.TaskContext`
+(mesh, runs, devices), by name (``config.task``) through ``TASKS``. Tasks register either with the
+decorator or lazily as ``"module:function"`` strings, so that importing the trainer imports no
+method package (and needs none of the ``rl`` / ``pde`` extras)::
 
   from jaxlab.train.task import TASKS, Task
 
   @TASKS.register("my_task")
-  def my_task(config) -> Task:
+  def my_task(config, ctx) -> Task:
     ...
+
+A factory registered with the older one-argument signature ``(config)`` is called without the
+context (:func:`make_task` decides from its signature).
 
 Data reaches the loss in one of two ways:
 
@@ -25,15 +29,33 @@ Data reaches the loss in one of two ways:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+import inspect
+from typing import Any, Callable, Mapping
 
 import jax
 import ml_collections
 import numpy as np
 
 from jaxlab.registry import Registry
+from jaxlab.train.context import TaskContext
 from jaxlab.train.step import CollectFn, LossFn
 from jaxlab.train.state import TrainState
+
+
+@dataclasses.dataclass(frozen=True)
+class Inference:
+  """A task's model and what a user does with trained params (``jaxlab.load_run`` binds them).
+
+  Attributes:
+    model: the flax module the task trains (``model.apply({"params": params}, ...)``).
+    fns: ``{name: fn(params, *args, **kwargs)}``, pure and jit-able in the arrays they take
+      (e.g. ``predict``, ``rollout``, ``greedy_policy``, ``embed_images``, ``zero_shot``).
+    data: fixed things the functions or a user need that are not params (the test split, the
+      environment, the vocabulary), by name.
+  """
+  model: Any
+  fns: Mapping[str, Callable[..., Any]]
+  data: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +83,8 @@ class Task:
     workdir_files: ``{file name: text}`` the trainer writes into the workdir before training,
       for what the task derived from its data and a user needs beside the checkpoints (e.g.
       the tokenizer it trained on the captions); see ``jaxlab.train.workdir_files``.
+    inference: the model and pure functions of trained params that ``jaxlab.load_run`` binds to
+      a checkpoint (the same model, test data and evaluation code the trainer used), or None.
   """
   init_params: Callable[[jax.Array], Any]
   loss_fn: LossFn
@@ -74,6 +98,7 @@ class Task:
   description: str = ""
   resume_safe: tuple[str, ...] = ()
   workdir_files: dict[str, str] = dataclasses.field(default_factory=dict)
+  inference: Inference | None = None
 
   def __post_init__(self):
     if (self.host_batch is None) == (self.collect is None):
@@ -93,6 +118,31 @@ TASKS.register_lazy("dqn_minatar", "jaxlab.tasks.dqn_minatar:dqn_minatar")
 TASKS.register_lazy("pde_operator", "jaxlab.tasks.pde_operator:pde_operator")
 
 
-def make_task(config: ml_collections.ConfigDict) -> Task:
-  """The task ``config.task`` names (a name in :data:`TASKS`), built from ``config``."""
-  return TASKS.get(config.task)(config)
+def _takes_context(factory: Callable[..., Task]) -> bool:
+  """Whether a task factory takes ``(config, ctx)``; False for the older one-argument ``(config)``."""
+  try:
+    signature = inspect.signature(factory)
+  except (TypeError, ValueError):  # a builtin or C callable: assume the current form
+    return True
+  try:
+    signature.bind(None, None)
+  except TypeError:
+    return False
+  return True
+
+
+def make_task(config: ml_collections.ConfigDict, ctx: TaskContext | None = None) -> Task:
+  """The task ``config.task`` names (a name in :data:`TASKS`), built once from ``config`` and ``ctx``.
+
+  Args:
+    config: an experiment config.
+    ctx: what the trainer resolved (mesh, runs, devices); None: ``TaskContext.from_config(config)``,
+      the mesh over all devices.
+
+  Returns:
+    The :class:`Task`, with its :class:`Inference` where the task has one.
+  """
+  factory = TASKS.get(config.task)
+  if not _takes_context(factory):
+    return factory(config)
+  return factory(config, TaskContext.from_config(config) if ctx is None else ctx)

@@ -28,11 +28,12 @@ from jaxlab.optim.config import optimizer_from_config
 from jaxlab.train import input_pipeline
 from jaxlab.train import sharding as sharding_lib
 from jaxlab.train.checkpoint import RESUME_SAFE_KEYS, Checkpointer, abstract_like
+from jaxlab.train.context import TaskContext
 from jaxlab.train.finetune import FineTuneStart, check_pretrained, fine_tune_start
 from jaxlab.train.mesh import make_mesh
 from jaxlab.train.metrics_writer import MetricsWriter
 from jaxlab.train.preemption import PreemptionWatcher
-from jaxlab.train.runs import Runs, make_runs_init, runs_from_config
+from jaxlab.train.runs import Runs, make_runs_init
 from jaxlab.train.state import TrainState, make_init_fn
 from jaxlab.train.step import TrainStep, make_train_step
 from jaxlab.train.task import Task, make_task
@@ -96,7 +97,8 @@ class _Timer:
     return steps / elapsed if steps > 0 and elapsed > 0 else float("nan")
 
 
-def build_state_init(config: ml_collections.ConfigDict, task: Task | None = None
+def build_state_init(config: ml_collections.ConfigDict, task: Task | None = None,
+                     ctx: TaskContext | None = None
                      ) -> tuple[Task, Runs | None, Any, Callable[..., TrainState], tuple]:
   """``(task, runs, optimizer, init, init_args)`` of ``config``; nothing is initialised or compiled.
 
@@ -106,10 +108,12 @@ def build_state_init(config: ml_collections.ConfigDict, task: Task | None = None
 
   Args:
     config: an experiment config.
-    task: the task of ``config`` if already built (default: ``make_task(config)``).
+    task: the task of ``config`` if already built (default: ``make_task(config, ctx)``).
+    ctx: what the caller resolved (mesh, runs, devices); default: ``TaskContext.from_config(config)``.
   """
-  task = make_task(config) if task is None else task
-  runs = runs_from_config(config)
+  ctx = TaskContext.from_config(config) if ctx is None else ctx
+  task = make_task(config, ctx) if task is None else task
+  runs = ctx.runs
   optimizer = optimizer_from_config(config.optimizer, config.num_steps,
                                     swept=tuple(runs.hparams) if runs else ())
   init_fn = make_init_fn(task.init_params, optimizer, task.init_extra, task.init_data)
@@ -188,7 +192,8 @@ def _setup(config: ml_collections.ConfigDict, devices: Sequence[jax.Device] | No
   mesh = make_mesh(config.mesh, devices)
   if "data" not in mesh.shape:
     raise InputError(f"the mesh needs a 'data' axis (size 1 for no data parallelism); got axes {tuple(mesh.shape)}")
-  task, runs, optimizer, init, init_args = build_state_init(config)
+  ctx = TaskContext.from_config(config, mesh=mesh)  # resolved once: the task reads it, not the config
+  task, runs, optimizer, init, init_args = build_state_init(config, ctx=ctx)
   if runs is not None:
     if runs.size % mesh.shape["data"]:
       raise InputError(f"{runs.size} runs cannot be sharded over the 'data' mesh axis of size "

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from configs import dqn_atari  # noqa: E402
 from jaxlab.rl.atari import make_atari  # noqa: E402
 from jaxlab.rl.replay_frames import make_frame_replay  # noqa: E402
-from jaxlab.tasks.dqn_atari import dqn_atari as make_task  # noqa: E402
+from jaxlab.train.task import make_task  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]

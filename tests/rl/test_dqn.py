@@ -14,10 +14,10 @@ from jaxlab.errors import InputError
 from jaxlab.rl import dqn
 from jaxlab.rl.envs import make_env
 from jaxlab.rl.networks import QNetwork
-from jaxlab.tasks.dqn_minatar import dqn_minatar as make_dqn_task
 from tests.tolerances import ops_rtol, steps_tol
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.train.state import make_init_fn
+from jaxlab.train.task import make_task
 from jaxlab.train.trainer import train
 
 
@@ -144,7 +144,7 @@ def test_log_routing_off_drops_the_statistics_but_keeps_the_auxiliary_losses():
 
 
 def test_soft_moe_agent_logs_routing_from_its_acting_passes():
-  task = make_dqn_task(_tiny(**{"network.head": "softmoe", "network.num_experts": 2}))
+  task = make_task(_tiny(**{"network.head": "softmoe", "network.num_experts": 2}))
   state = jax.jit(make_init_fn(task.init_params, optax.adam(1e-3), task.init_extra, task.init_data))(
       jax.random.key(0))
   _, batch, collected = jax.jit(task.collect)(state, jax.random.key(1))
@@ -157,7 +157,7 @@ def test_soft_moe_agent_logs_routing_from_its_acting_passes():
 
 def _top1_task_and_batch(**overrides):
   config = _tiny(**{"network.head": "top1", "network.num_experts": 4, **overrides})
-  task = make_dqn_task(config)
+  task = make_task(config)
   params = task.init_params(jax.random.key(0))
   obs = jax.random.bernoulli(jax.random.key(1), 0.3, (32, 10, 10, 4))
   batch = SimpleNamespace(obs=obs, action=jnp.arange(32, dtype=jnp.int32) % 6, reward=jnp.ones(32),
@@ -236,7 +236,7 @@ def test_eight_vmapped_seeds_equal_single_runs(tmp_path):
 
 @pytest.mark.parametrize("num_envs", [1, 2, 4])
 def test_num_envs_does_not_change_the_update_to_data_ratio(num_envs):
-  task = make_dqn_task(_tiny(**{"env.num_envs": num_envs}))
+  task = make_task(_tiny(**{"env.num_envs": num_envs}))
   assert task.throughput == {"frames": 4}  # update_period 4: 1/4 updates per frame, Dopamine's
 
 
@@ -248,7 +248,7 @@ def test_two_envs_act_update_period_frames_per_update(tmp_path):
 
 
 def _evaluate(config, params_seed=0, rng=jax.random.key(7)):
-  task = make_dqn_task(config)
+  task = make_task(config)
   params = task.init_params(jax.random.key(params_seed))
   return task, params, jax.jit(lambda p, k: task.evaluate(SimpleNamespace(params=p), k))(params, rng)
 

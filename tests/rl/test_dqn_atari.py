@@ -14,7 +14,9 @@ from configs import dqn_atari
 from jaxlab.errors import InputError
 from jaxlab.rl.atari import make_atari
 from jaxlab.rl.replay_frames import make_frame_replay
-from jaxlab.tasks.dqn_atari import dqn_atari_with_inference, make_env_step, resolve_step_via
+from jaxlab.tasks.dqn_atari import make_env_step, resolve_step_via
+from jaxlab.train.mesh import make_mesh
+from jaxlab.train.task import make_task
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -43,7 +45,8 @@ def test_tiny_cli_run_trains_on_pong(tmp_path):
 
 def test_prefill_bookkeeping_and_a_new_pool_restarts_the_episodes():
   config = _tiny()
-  task, inference = dqn_atari_with_inference(config)
+  task = make_task(config)
+  inference = task.inference
   assert task.throughput == {"agent_steps": 4, "frames": 16}
   env = inference.data["env"]
   data = jax.device_get(jax.jit(task.init_data)(None, jax.random.key(0)))
@@ -70,7 +73,7 @@ def test_prefill_bookkeeping_and_a_new_pool_restarts_the_episodes():
 
 
 def test_step_via_auto_picks_the_route_the_mesh_allows():
-  mesh = (("data", -1), ("model", 1))
+  mesh = make_mesh((("data", -1), ("model", 1)))  # all devices
   assert resolve_step_via("auto", mesh) == ("xla" if jax.device_count() == 1 else "callback")
   assert resolve_step_via("callback", mesh) == "callback"
   if jax.device_count() > 1:

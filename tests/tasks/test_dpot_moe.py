@@ -12,7 +12,8 @@ from jax.sharding import PartitionSpec as P
 from configs import dpot_moe
 from jaxlab.errors import InputError
 from jaxlab.pde.sizes import make_dpot
-from jaxlab.tasks.pde_operator import build_model, channels_of
+from jaxlab.pde.data.from_config import channels_of
+from jaxlab.pde.model_from_config import build_model
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.train.trainer import train
 from tests.pde.fixtures import DPOT_STEP_OPS

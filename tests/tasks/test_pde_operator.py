@@ -16,7 +16,10 @@ import pytest
 
 from configs import dpot_pde
 from jaxlab.pde.data import make_dataset, rollout_eval_data
-from jaxlab.tasks.pde_operator import build_model, channels_of, pde_operator, rollout, rollout_l2re
+from jaxlab.pde.data.from_config import channels_of
+from jaxlab.pde.model_from_config import build_model
+from jaxlab.pde.rollout import rollout, rollout_l2re
+from jaxlab.train.task import make_task
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.train.trainer import train
 from tests.pde.fixtures import DPOT_STEP_OPS
@@ -161,7 +164,7 @@ def _mixed_batch(task, padded_rows):
 def test_padded_channel_contributes_nothing_to_the_loss(cache):
   config = _config(cache)
   config.data.channel_padding = "zeros_masked"   # jaxlab's earlier rule (the default is DPOT's ones)
-  task = pde_operator(config)
+  task = make_task(config)
   params = task.init_params(jax.random.key(0))
   batch, one_channel = _mixed_batch(task, lambda b: b["mask"][:, 0, 0, 0, 1] == 0)
   assert not np.any(batch["x"][one_channel, ..., 1]) and not np.any(batch["y"][one_channel, ..., 1])
@@ -178,7 +181,7 @@ def test_padded_channel_contributes_nothing_to_the_loss(cache):
 def test_dpots_ones_padding_is_trained_on_and_kept_in_the_rollout(cache):
   """DPOT pads missing channels with ones (utils/griddataset.py:98) and its training mask is all ones
   (:157): the padded channel is a target like any other. Only the evaluation masks it out."""
-  task = pde_operator(_config(cache))   # default data.channel_padding="ones"
+  task = make_task(_config(cache))   # default data.channel_padding="ones"
   params = task.init_params(jax.random.key(0))
   # NS rows: channel 1 is padding (diffusion-reaction's v is never exactly 1.0)
   batch, one_channel = _mixed_batch(task, lambda b: b["x"][:, 0, 0, 0, 1] == 1.0)
@@ -201,7 +204,7 @@ def test_mixture_weights_reach_the_batches(cache):
     config = _config(cache, batch_size=16)
     config.data.weights, config.data.mixture_rule = weights, rule
     config.data.channel_padding = "zeros_masked"   # the mask then tells the 2-channel rows
-    task = pde_operator(config)
+    task = make_task(config)
     masks = [task.host_batch(step, np.arange(16), 0)["mask"][:, 0, 0, 0, 1] for step in range(40)]
     return float(np.mean(np.concatenate(masks)))
   # DPOT's rule: ~ training trajectories x weight; NS has 10, diffusion-reaction 4 (12 and 6, 2 test each)
@@ -247,8 +250,8 @@ def test_rollout_keeps_padded_channels_at_zero():
 
 def test_summary_names_the_papers_count_for_paper_sizes():
   import ml_collections
-  from jaxlab.tasks.pde_operator import _paper_count
-  assert _paper_count(ml_collections.ConfigDict({"model": {"name": "dpot", "size": "Ti"}})) == (
+  from jaxlab.pde.model_from_config import paper_count
+  assert paper_count(ml_collections.ConfigDict({"model": {"name": "dpot", "size": "Ti"}})) == (
       " (DPOT-Ti: the paper's 7,534,643 parameters include a 12-way class head)")
-  assert _paper_count(ml_collections.ConfigDict({"model": {"name": "dpot", "size": "cpu_small"}})) == ""
-  assert _paper_count(ml_collections.ConfigDict({"model": {"name": "fno"}})) == ""
+  assert paper_count(ml_collections.ConfigDict({"model": {"name": "dpot", "size": "cpu_small"}})) == ""
+  assert paper_count(ml_collections.ConfigDict({"model": {"name": "fno"}})) == ""

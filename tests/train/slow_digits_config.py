@@ -10,8 +10,8 @@ from jaxlab.train import TASKS
 
 
 @TASKS.register("slow_digits_classification")
-def slow_digits_classification(config):
-  task = TASKS.get("digits_classification")(config)
+def slow_digits_classification(config, ctx):
+  task = TASKS.get("digits_classification")(config, ctx)
 
   def host_batch(step, rows, seed):
     time.sleep(config.batch_delay)

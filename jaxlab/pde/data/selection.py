@@ -31,10 +31,11 @@ def config_specs(config: Any, cache_dir: str | None, given_as: str = "") -> list
   """``(spec, cache dir)`` of every data set ``config`` reads, after the task's own checks.
 
   ``config`` is one ``pde_operator`` experiment or a suite (``experiments``) with some; the specs
-  come from :func:`jaxlab.tasks.pde_operator.check_config`, so they are the ones training loads;
+  come from :func:`jaxlab.pde.operator_config.check_config` (the ``pde_operator`` task's checks), so
+  they are the ones training loads;
   runs on the field's files (``data.source = "files"``) generate nothing and are left out. A set read by two experiments is listed once. ``given_as``: the ``--config`` value, for messages.
   """
-  from jaxlab.tasks.pde_operator import check_config  # noqa: PLC0415 - imports the models; --config only
+  from jaxlab.pde.operator_config import check_config  # noqa: PLC0415 - imports the models; --config only
   if "experiments" in config:
     runs = [(f"experiments.{name}: ", sub) for name, sub in config.experiments.items()
             if sub.get("task", None) == "pde_operator"]

@@ -12,7 +12,7 @@ from jaxlab.ot_clip.data.batches import ShardedBatches
 from jaxlab.ot_clip.data.pairs import load_pairs
 from jaxlab.ot_clip.data.split import split_rows
 from jaxlab.ot_clip.two_tower import ConvImageEncoder, TwoTower
-from jaxlab.tasks.clip_files import clip_files_with_inference
+from jaxlab.train.task import make_task
 from tests.bad_input import assert_one_clear_line
 from tests.ot_clip.data.conftest import data_config, embedding_arrays, write_image_folder
 from tests.ot_clip.data.test_batches import records
@@ -26,7 +26,7 @@ def _task(folder, eval_overrides=None, **data):
   config = get_config("tiny")
   config.data.update(dir=str(folder), **data)
   config.eval.update(eval_overrides or {})
-  return lambda: clip_files_with_inference(config)
+  return lambda: make_task(config)
 
 
 def _rewrite(path, old, new):
@@ -158,7 +158,8 @@ def test_bad_pairs_input_is_one_clear_line(tmp_path, what, make, fragment):
 
 def test_a_corrupt_training_image_fails_its_batch_with_file_and_row(tmp_path):
   folder = _folder(tmp_path)
-  task, inference = _task(folder)()
+  task = _task(folder)()
+  inference = task.inference
   labels = [("red", "green", "blue", "yellow")[i % 4] for i in range(20)]
   _, test = split_rows(20, "fraction", 0.2, 0, None, "", labels=labels)  # the tiny config's split
   row = min(set(range(20)) - set(test.tolist()))

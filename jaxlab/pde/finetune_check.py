@@ -1,0 +1,60 @@
+"""A fine-tuning run's compatibility with the pre-trained run it starts from (``init_from.workdir``).
+
+A DPOT / FNO fine-tuning run must have the pre-trained model's channels, channel padding, window
+(``t_in``, ``t_out``) and model; the config saved with the pre-trained run's newest checkpoint is
+compared with this run's, one line naming the key that differs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import ml_collections
+
+from jaxlab.errors import InputError, check
+from jaxlab.pde.data.from_config import channels_of, data_source
+
+
+def _pretrained_config(workdir: str) -> dict | None:
+  """The config saved with ``workdir``'s newest checkpoint (None if there is none)."""
+  directory = os.path.join(workdir, "checkpoints")
+  if not os.path.isdir(directory):
+    return None  # the trainer's fine-tuning start says so
+  from jaxlab.train.checkpoint import Checkpointer  # noqa: PLC0415 - only when fine-tuning
+  ckpt = Checkpointer(directory, 1)
+  try:
+    step = ckpt.latest_step()
+    return ckpt.saved_config(step) if step is not None else None
+  finally:
+    ckpt.close()
+
+
+def check_pretrained(config: ml_collections.ConfigDict, channels: int) -> None:
+  """A fine-tuning run (``init_from.workdir``) must have the pre-trained model's channels and window."""
+  init_from = config.get("init_from", None)
+  workdir = init_from.get("workdir", "") if init_from is not None else ""
+  saved = _pretrained_config(workdir) if workdir else None
+  if not saved or "data" not in saved or ("sets" not in saved["data"] and saved["data"].get("source") != "files"):
+    return
+  if saved["data"].get("source") == "files" and not saved["data"].get("master") and data_source(config) == "files":
+    # Its table came from $JAXLAB_PDE_MASTER then; without it now, this run's table is the one to look in.
+    from jaxlab.pde.data.files.configured import master_path  # noqa: PLC0415 - h5py only for files
+    saved = {**saved, "data": {**saved["data"], "master": master_path(config.data)}}
+  try:
+    theirs = channels_of(saved)
+  except InputError:  # a files run whose master table is not readable here: the params' shapes are checked
+    theirs = None     # when they are loaded (jaxlab.train.finetune)
+  check(theirs in (None, channels),
+        f"init_from.workdir={workdir!r} was trained with {theirs} channels, this run's data have {channels}; "
+        f"set data.num_channels={theirs} (missing channels are padded, see data.channel_padding)")
+  # A run saved before the switch existed padded with zeros; the model expects its padding value.
+  padding = saved["data"].get("channel_padding", "zeros_masked")
+  check(padding == config.data.get("channel_padding", "ones"),
+        f"init_from.workdir={workdir!r} was trained with data.channel_padding={padding!r}, this run has "
+        f"{config.data.get('channel_padding', 'ones')!r}; set data.channel_padding={padding!r}")
+  for key in ("t_in", "t_out"):
+    check(saved.get(key) == config[key], f"init_from.workdir={workdir!r} was trained with {key}={saved.get(key)}, "
+          f"this run has {key}={config[key]}")
+  check(saved.get("model", {}).get("name") == config.model.name,
+        f"init_from.workdir={workdir!r} trained model.name={saved.get('model', {}).get('name')!r}, "
+        f"this run has {config.model.name!r}")

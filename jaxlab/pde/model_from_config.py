@@ -1,0 +1,84 @@
+"""The DPOT or FNO-2D a PDE operator-learning config names (``model.*``), sized by its data and window.
+
+The task sets the model's channels and time steps from the data (``in_channels`` /
+``out_channels`` from the widest set or ``data.num_channels``, ``in_timesteps`` / ``out_timesteps``
+from ``t_in`` / ``t_out``, DPOT's ``img_size`` from ``data.resolution``); every other key is the
+model's own, checked when the model is built (``InputError`` naming the key).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_collections
+
+from jaxlab.errors import InputError, check, is_int
+from jaxlab.pde.data.from_config import widest_set_channels
+from jaxlab.pde.dpot import DPOT
+from jaxlab.pde.fno import FNO2d
+from jaxlab.pde.sizes import OFFICIAL_PARAM_COUNTS, dpot_config
+
+#: The models a config may name (``model.name``).
+MODELS = ("dpot", "fno")
+
+
+def model_kwargs(config: ml_collections.ConfigDict, channels: int) -> tuple[str, dict[str, Any]]:
+  """``(name, constructor kwargs)`` of the configured model for ``channels`` channels."""
+  m = dict(config.model)
+  name = m.pop("name", None)
+  if name not in MODELS:
+    raise InputError(f"model.name={name!r}; choose one of {', '.join(map(repr, MODELS))}")
+  widest = widest_set_channels(config)
+  for key in ("in_channels", "out_channels"):
+    value = m.pop(key, channels)
+    if value != channels:  # the task sets both from the data; padding can only add channels
+      fix = (f"set data.num_channels={value} to pad the data to it, or remove model.{key}"
+             if is_int(value) and value >= widest else
+             f"remove model.{key} (the widest data set has {widest}, so the model needs at least that many)")
+      raise InputError(f"model.{key}={value!r} does not match the data's {channels} channels; {fix}")
+  for key in ("in_timesteps", "out_timesteps", "img_size"):
+    check(key not in m, f"model.{key} is set by the task (t_in, t_out, data.resolution); remove it")
+  io = dict(in_channels=channels, out_channels=channels, in_timesteps=config.t_in, out_timesteps=config.t_out)
+  if name == "dpot":
+    return name, dpot_config(m.pop("size", "cpu_small"), img_size=config.data.resolution, **io, **m)
+  return name, {**io, **m}
+
+
+def paper_count(config: ml_collections.ConfigDict) -> str:
+  """For a paper-size DPOT, its count in the paper (with the 12-way class head this task does not train)."""
+  size = config.model.get("size", "") if config.model.name == "dpot" else ""
+  if size not in OFFICIAL_PARAM_COUNTS:
+    return ""
+  return f" (DPOT-{size}: the paper's {OFFICIAL_PARAM_COUNTS[size]:,} parameters include a 12-way class head)"
+
+
+def build_model(config: ml_collections.ConfigDict, channels: int) -> Any:
+  """The configured DPOT or FNO-2D, its settings checked (``InputError`` naming the bad key)."""
+  name, kwargs = model_kwargs(config, channels)
+  res = config.data.resolution
+  if name == "dpot":
+    p = kwargs["patch_size"]
+    check(isinstance(p, int) and p > 0 and res % p == 0,
+          f"data.resolution={res} is not divisible by the DPOT patch size {p} (model.patch_size)")
+    try:
+      model = DPOT(**kwargs)
+    except TypeError as e:
+      raise InputError(f"model: {e}") from None
+    try:
+      model.check_config()
+    except InputError as e:
+      raise InputError(f"model: {e}") from None
+    return model
+  modes = kwargs.get("modes", FNO2d.modes)
+  check(is_int(modes) and modes >= 1, f"model.modes={modes!r} must be an int >= 1 (Fourier modes kept per axis)")
+  check(2 * modes <= res, f"model.modes={modes} needs data.resolution >= {2 * modes}, got {res}; "
+        f"use model.modes <= {res // 2}")
+  try:
+    model = FNO2d(**kwargs)
+  except TypeError as e:
+    raise InputError(f"model: {e}") from None
+  try:
+    model.check_config()
+  except InputError as e:
+    raise InputError(f"model: {e}") from None
+  return model

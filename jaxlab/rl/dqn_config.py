@@ -1,0 +1,97 @@
+"""What every DQN task reads from its config: the ``dqn.*`` checks and the value network's block.
+
+Shared by the MinAtar and Atari tasks (``jaxlab.tasks.dqn_minatar``, ``jaxlab.tasks.dqn_atari``):
+each bad key is one line naming it, before anything is initialised or compiled.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import ml_collections
+
+from jaxlab.errors import InputError, check
+from jaxlab.rl import dqn
+from jaxlab.rl.networks import QNetwork
+
+#: The largest frame count: frame counters (the epsilon schedule's frame, eval steps) are int32 on the device.
+MAX_FRAMES = 2**31 - 1
+#: Network config key (a ``QNetwork`` attribute) -> the Top-1 MoE auxiliary loss it weights (``dqn.AUX_LOSSES``).
+AUX_WEIGHT_KEYS = {"importance_weight": "importance_loss", "load_balancing_weight": "load_balancing_loss"}
+
+
+def check_count(key: str, value: Any, low: int, what: str = "") -> None:
+  """``config.<key>`` is an int in [low, MAX_FRAMES]; ``what`` says what it counts.
+
+  Args:
+    key: the config key, for the message.
+    value: its value.
+    low: the smallest allowed value.
+    what: what the value counts (e.g. " frames"), appended to the value in the message.
+
+  Raises:
+    InputError: one line naming the key.
+  """
+  ok = isinstance(value, int) and not isinstance(value, bool)
+  check(ok and value >= low, f"{key}={value!r}{what}; must be an int >= {low}")
+  check(value <= MAX_FRAMES, f"{key}={value}{what}; must be < 2**31 (counted in int32 on the device)")
+
+
+def check_flag(key: str, value: Any) -> None:
+  """``config.<key>`` is True or False (``InputError`` naming the key otherwise)."""
+  check(isinstance(value, bool), f"{key}={value!r}; must be True or False")
+
+
+def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, clip_rewards: Any) -> None:
+  """The ``dqn.*`` keys every DQN task reads, one clear line each.
+
+  Args:
+    d: the config's ``dqn`` block.
+    unit: what the task's counts count ("frames" for MinAtar, "agent steps" for Atari).
+    decay_key: the task's epsilon-decay key under ``dqn``.
+    clip_rewards: the value of ``dqn.clip_rewards`` the task uses.
+
+  Raises:
+    InputError: the first bad key, one line naming it.
+  """
+  dqn.check_probability(d.gamma, "dqn.gamma", " (the discount factor; Dopamine: 0.99)")
+  check_count("dqn.target_update_period", d.target_update_period, 1, f" {unit}")
+  check_count("dqn.min_replay_history", d.min_replay_history, 1, f" {unit} of random play")
+  check_count("dqn.replay_capacity", d.replay_capacity, 1, " transitions")
+  dqn.check_probability(d.epsilon_end, "dqn.epsilon_end", " (the exploration rate after the decay)")
+  check_count(f"dqn.{decay_key}", d[decay_key], 1, f" {unit} (1 = straight to dqn.epsilon_end)")
+  check_flag("dqn.double_dqn", d.double_dqn)
+  check(d.loss in dqn.LOSSES, f"dqn.loss={d.loss!r}; choose one of {dqn.LOSSES}")
+  check_flag("dqn.clip_rewards", clip_rewards)
+
+
+def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int
+                          ) -> tuple[QNetwork, dict[str, float]]:
+  """The ``QNetwork`` of a ``network`` config block and its auxiliary-loss weights for ``td_loss``.
+
+  Every key is checked (``network.<key>`` in the message) before anything is initialised.
+
+  Args:
+    network: the config's ``network`` block (``QNetwork``'s keyword arguments).
+    num_actions: the environment's action count.
+
+  Returns:
+    ``(net, aux_weights)``, the latter ``{auxiliary loss name: weight}`` (``dqn.AUX_LOSSES``).
+
+  Raises:
+    InputError: an unknown key or a value that builds no network.
+  """
+  try:
+    net = QNetwork(num_actions=num_actions, **dict(network))
+  except TypeError as e:  # an unknown network key
+    raise InputError(f"network: {e}") from None
+  aux_weights = {name: getattr(net, key) for key, name in AUX_WEIGHT_KEYS.items()}
+  for key, w in ((key, getattr(net, key)) for key in AUX_WEIGHT_KEYS):
+    check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
+          f"network.{key}={w!r}; must be a finite number >= 0 (0 = off, as Dopamine's released configs)")
+    check(not w or net.head == "top1",
+          f"network.{key}={w!r} but network.head={net.head!r}; only head='top1' has this auxiliary loss "
+          "(set it to 0)")
+  net.check_config()  # the network's sizes, before anything is initialised
+  return net, aux_weights
