@@ -2,12 +2,11 @@
 
 A DPOT / FNO fine-tuning run must have the pre-trained model's channels, channel padding, window
 (``t_in``, ``t_out``) and model; the config saved with the pre-trained run's newest checkpoint is
-compared with this run's, one line naming the key that differs.
+compared with this run's, one line naming the key that differs. The caller reads that config
+(``jaxlab.train.workdir.saved_config``): nothing here opens a workdir.
 """
 
 from __future__ import annotations
-
-import os
 
 import ml_collections
 
@@ -15,25 +14,16 @@ from jaxlab.errors import InputError, check
 from jaxlab.pde.data.from_config import channels_of, data_source
 
 
-def _pretrained_config(workdir: str) -> dict | None:
-  """The config saved with ``workdir``'s newest checkpoint (None if there is none)."""
-  directory = os.path.join(workdir, "checkpoints")
-  if not os.path.isdir(directory):
-    return None  # the trainer's fine-tuning start says so
-  from jaxlab.train.checkpoint import Checkpointer  # noqa: PLC0415 - only when fine-tuning
-  ckpt = Checkpointer(directory, 1)
-  try:
-    step = ckpt.latest_step()
-    return ckpt.saved_config(step) if step is not None else None
-  finally:
-    ckpt.close()
+def check_pretrained(config: ml_collections.ConfigDict, channels: int, saved: dict | None) -> None:
+  """A fine-tuning run (``init_from.workdir``) must have the pre-trained model's channels and window.
 
-
-def check_pretrained(config: ml_collections.ConfigDict, channels: int) -> None:
-  """A fine-tuning run (``init_from.workdir``) must have the pre-trained model's channels and window."""
+  Args:
+    config: the fine-tuning run's config.
+    channels: its data's channel count.
+    saved: the config saved with the pre-trained run's newest checkpoint (None: nothing to check).
+  """
   init_from = config.get("init_from", None)
   workdir = init_from.get("workdir", "") if init_from is not None else ""
-  saved = _pretrained_config(workdir) if workdir else None
   if not saved or "data" not in saved or ("sets" not in saved["data"] and saved["data"].get("source") != "files"):
     return
   if saved["data"].get("source") == "files" and not saved["data"].get("master") and data_source(config) == "files":

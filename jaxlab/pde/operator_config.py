@@ -19,7 +19,8 @@ from jaxlab.pde.finetune_check import check_pretrained
 from jaxlab.pde.model_from_config import build_model
 
 
-def check_config(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], int, Any]:
+def check_config(config: ml_collections.ConfigDict, pretrained: dict | None = None
+                 ) -> tuple[list[DatasetSpec], int, Any]:
   """``(data set specs, channels, model)`` after checking every setting.
 
   Nothing is generated or read beyond file headers: the ``data`` block and the window
@@ -29,6 +30,8 @@ def check_config(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], 
 
   Args:
     config: a PDE operator-learning config.
+    pretrained: the config saved with ``init_from.workdir``'s newest checkpoint, for a
+      fine-tuning run (None: no such check).
 
   Returns:
     The generated sets' specs ([] for ``data.source="files"``), the model's channel count and the
@@ -42,5 +45,5 @@ def check_config(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], 
   noise = config.noise_scale
   check(isinstance(noise, numbers.Real) and not isinstance(noise, bool) and noise >= 0 and np.isfinite(noise),
         f"noise_scale={noise!r} must be finite and >= 0 (denoising noise relative to the input's norm; 0: none)")
-  check_pretrained(config, channels)
+  check_pretrained(config, channels, pretrained)
   return specs, channels, model

@@ -38,6 +38,7 @@ from jaxlab.pde.operator_config import check_config
 from jaxlab.pde.rollout import rollout, rollout_l2re
 from jaxlab.train.context import TaskContext
 from jaxlab.train.task import TASKS, Inference, Task
+from jaxlab.train.workdir import saved_config
 
 
 @TASKS.register("pde_operator")
@@ -55,7 +56,9 @@ def pde_operator(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   """
   del ctx  # host batches are built per row, from the rows the trainer asks for
   d = config.data
-  _, channels, model = check_config(config)
+  init_from = config.get("init_from", None)
+  pretrained = saved_config(init_from.workdir) if init_from is not None and init_from.get("workdir", "") else None
+  _, channels, model = check_config(config, pretrained)
   datasets = load_datasets(config)
   if data_source(config) == "files" and d.get("verify_files", False):  # every record of every set read once, now rather than when first drawn
     from jaxlab.pde.data.files import verify_records  # noqa: PLC0415 - h5py only for files

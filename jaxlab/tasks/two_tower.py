@@ -7,6 +7,8 @@ prompt templates: CLIP's argmax and OT-CLIP's transductive OT inference (Shi et 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -37,7 +39,12 @@ def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Tas
   del ctx  # one host array, the same on every process
   data = load_digits_split(test_fraction=config.data.test_fraction, seed=config.data.split_seed)
   vocab = digits_pairs.build_vocab()
-  captions = digits_pairs.caption_tokens(data["y_train"], vocab, np.random.default_rng(config.seed))
+
+  @functools.lru_cache(maxsize=None)
+  def captions(seed: int) -> np.ndarray:
+    # Each run's captions are drawn from its own seed, so run i of vmapped runs trains on what a
+    # single run seeded i trains on (one draw per seed, cached).
+    return digits_pairs.caption_tokens(data["y_train"], vocab, np.random.default_rng(seed))
   prompts = digits_pairs.class_prompt_tokens(vocab)  # [classes, templates, L], held-out templates
   model = TwoTower(vocab_size=len(vocab) + 1, **dict(config.model))
   loss_kwargs = dict(config.loss)
@@ -47,8 +54,8 @@ def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Tas
     return model.init(rng, jnp.zeros((1, 64)), jnp.zeros((1, prompts.shape[-1]), jnp.int32))["params"]
 
   def host_batch(step, rows, seed):
-    idx = batch_indices(len(captions), config.batch_size, step, seed)[rows]
-    return {"image": data["x_train"][idx], "tokens": captions[idx]}
+    idx = batch_indices(len(data["y_train"]), config.batch_size, step, seed)[rows]
+    return {"image": data["x_train"][idx], "tokens": captions(int(seed))[idx]}
 
   def embed_images(params, images):
     return model.apply({"params": params}, images, method=TwoTower.encode_image)
