@@ -31,7 +31,7 @@ from jaxlab.errors import CheckpointError, InputError, is_int
 from jaxlab.train import checkpoint
 from jaxlab.train.context import TaskContext
 from jaxlab.train.mesh import make_mesh
-from jaxlab.train.sharding import tree_shardings
+from jaxlab.sharding import tree_shardings
 from jaxlab.train.state import TrainState
 from jaxlab.train.task import Inference, Task
 from jaxlab.train.trainer import build_state_init, make_evaluate
@@ -216,7 +216,7 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
       run takes 0 or None.
     opt_state: also restore the optimizer state (``run.opt_state``).
     mesh: place the arrays on this mesh as the trainer does for it: the config's
-      ``sharding_rules`` and FSDP setting (``jaxlab.train.sharding.tree_shardings``), and the run
+      ``sharding_rules`` and FSDP setting (``jaxlab.sharding.tree_shardings``), and the run
       axis of all runs over the "data" axis (so the run count must divide it). None: the default
       device.
 

@@ -150,7 +150,7 @@ import re
 from jaxlab.pde.sharding import dpot_sharding_rules
 from jaxlab.pde.data.from_config import channels_of
 from jaxlab.pde.model_from_config import build_model
-from jaxlab.train.sharding import path_name
+from jaxlab.sharding import path_name
 
 n_dev = len(jax.devices())
 shape = (("data", 2), ("model", 4)) if n_dev >= 8 else (("data", n_dev), ("model", 1))

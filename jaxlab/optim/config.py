@@ -67,7 +67,7 @@ def freeze_labels(patterns: Sequence[str]) -> Callable[[Any], Any]:
   """``params -> labels``: "frozen" where a regex matches the param path, else "train"."""
   import re
 
-  # "params/Dense_0/kernel", the same name jaxlab.train.sharding.path_name gives (optim stays below train).
+  # "params/Dense_0/kernel", the same name jaxlab.sharding.path_name gives (optim stays below train).
   path_name = lambda path: jax.tree_util.keystr(path, simple=True, separator="/")
   compiled = []
   for p in patterns:

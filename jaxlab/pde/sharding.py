@@ -1,4 +1,4 @@
-"""Tensor-parallel sharding rules for DPOT (for ``jaxlab.train.sharding.tree_shardings``).
+"""Tensor-parallel sharding rules for DPOT (for ``jaxlab.sharding.tree_shardings``).
 
 The large kernels go over the "model" mesh axis; since optimizer moments live under the same
 path names ("opt_state/0/mu/blocks/mlp/fc1/kernel"), each rule shards a parameter and its Adam
@@ -25,7 +25,7 @@ from jax.sharding import Mesh
 
 from jaxlab.errors import check
 
-from jaxlab.train.sharding import tree_shardings
+from jaxlab.sharding import tree_shardings
 
 
 def dpot_sharding_rules(axis: str = "model") -> tuple[tuple[str, tuple[str | None, ...]], ...]:

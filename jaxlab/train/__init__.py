@@ -4,7 +4,7 @@ Importing this package imports no method (tasks register lazily by name in ``tas
 """
 
 from jaxlab.train.mesh import make_mesh
-from jaxlab.train.sharding import batch_sharding, host_to_global, sharding_report, tree_shardings
+from jaxlab.sharding import batch_sharding, host_to_global, sharding_report, tree_shardings
 from jaxlab.train.state import TrainState, make_init_fn
 from jaxlab.train.step import make_train_step, multi_step_fn, train_step_fn
 from jaxlab.train.context import TaskContext

@@ -24,7 +24,7 @@ import orbax.checkpoint as ocp
 from etils import epath
 
 from jaxlab.errors import CheckpointError, InputError
-from jaxlab.train.sharding import path_name
+from jaxlab.sharding import path_name
 
 
 def _json_safe(tree: Any) -> Any:

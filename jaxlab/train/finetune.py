@@ -18,7 +18,7 @@ import jax
 
 from jaxlab.errors import CheckpointError, InputError
 from jaxlab.train.checkpoint import restore_params
-from jaxlab.train.sharding import path_name
+from jaxlab.sharding import path_name
 from jaxlab.train.workdir import Workdir
 
 

@@ -29,7 +29,7 @@ import optax
 
 from jaxlab.errors import InputError, check_choice, check_int
 from jaxlab.train.precision import COMPUTE_DTYPES, cast_floats
-from jaxlab.train.sharding import path_name
+from jaxlab.sharding import path_name
 from jaxlab.train.state import TrainState
 
 LossFn = Callable[[Any, Any, jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]

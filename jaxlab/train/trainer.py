@@ -26,7 +26,7 @@ import tqdm
 from jaxlab.errors import DivergedError, InputError
 from jaxlab.optim.config import optimizer_from_config
 from jaxlab.train import input_pipeline
-from jaxlab.train import sharding as sharding_lib
+from jaxlab import sharding as sharding_lib
 from jaxlab.train.checkpoint import RESUME_SAFE_KEYS, Checkpointer, abstract_like
 from jaxlab.train.context import TaskContext
 from jaxlab.train.finetune import FineTuneStart, check_pretrained, fine_tune_start

@@ -1,5 +1,5 @@
 """Expert parallelism: the stacked expert axis sharded over a mesh axis gives the same layer and
-gradients as one device (8 virtual CPU devices, sharding from jaxlab.train.sharding rules)."""
+gradients as one device (8 virtual CPU devices, sharding from jaxlab.sharding rules)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jaxlab.moe import EXPERT_PARALLEL_RULES, SoftMoE, Top1MoE
 from jaxlab.train.mesh import make_mesh
-from jaxlab.train.sharding import tree_shardings
+from jaxlab.sharding import tree_shardings
 from tests.moe.conftest import soft_moe_tol, top1_moe_tol
 from tests.tolerances import assert_close_to_scale
 

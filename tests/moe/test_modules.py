@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxlab.moe import SoftMoE, Top1MoE, haiku_modules, soft_moe, top1_moe
-from jaxlab.train.sharding import path_name
+from jaxlab.sharding import path_name
 from tests.moe.conftest import soft_moe_tol, top1_moe_tol
 from tests.tolerances import assert_close_to_scale
 

@@ -6,7 +6,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxlab.train.mesh import make_mesh
 from jaxlab.errors import InputError
-from jaxlab.train.sharding import (batch_sharding, check_batch_divisible, check_rules_match, host_to_global,
+from jaxlab.sharding import (batch_sharding, check_batch_divisible, check_rules_match, host_to_global,
                                    sharding_report, tree_shardings)
 
 

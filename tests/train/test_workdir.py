@@ -20,7 +20,7 @@ from jaxlab.errors import CheckpointError
 from jaxlab.train import checkpoint as checkpoint_lib
 from jaxlab.train.finetune import fine_tune_start
 from jaxlab.train.mesh import make_mesh
-from jaxlab.train.sharding import tree_shardings
+from jaxlab.sharding import tree_shardings
 from jaxlab.train.task import make_task
 from jaxlab.train.trainer import train
 from jaxlab.train.workdir import Workdir, read_metrics, saved_config
