@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import InputError, check_range
+from jaxlab.errors import InputError
 
 # Embeddings narrower than this are computed in float32 (bf16/f16 lose the O(1/n) differences
 # that the OT losses are made of; float16 also overflows exp at moderate logit scales).
@@ -56,12 +56,3 @@ def positive_finite(value: Any) -> jax.Array:
   """Traced validity flag for a scalar that must be finite and > 0."""
   return jnp.isfinite(value) & (value > 0)
 
-
-def check_in_range(name: str, value: Any, low: float, high: float, *, low_open: bool = False,
-                   high_open: bool = False) -> None:
-  """The old ``(name, value)`` order of :func:`jaxlab.errors.check_range` (``got=True``), bounds as ``:g``.
-
-  Kept only for ``jaxlab.tasks.clip_files``; remove once it calls ``jaxlab.errors.check_range``.
-  """
-  shown = lambda b: int(b) if float(b).is_integer() else b  # 0.0 prints as 0, as before; inf stays inf
-  check_range(value, name, shown(low), shown(high), low_open=low_open, high_open=high_open, got=True)

@@ -6,13 +6,12 @@ so the data command generates exactly the sets that training loads, after the sa
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import ml_collections
 import numpy as np
 
-from jaxlab.errors import check
+from jaxlab.errors import check, is_real
 from jaxlab.pde.data import DatasetSpec
 from jaxlab.pde.data.config_checks import check_data_config
 from jaxlab.pde.finetune_check import check_pretrained
@@ -43,7 +42,7 @@ def check_config(config: ml_collections.ConfigDict, pretrained: dict | None = No
   specs, channels = check_data_config(config)
   model = build_model(config, channels)
   noise = config.noise_scale
-  check(isinstance(noise, numbers.Real) and not isinstance(noise, bool) and noise >= 0 and np.isfinite(noise),
+  check(is_real(noise) and noise >= 0 and np.isfinite(noise),
         f"noise_scale={noise!r} must be finite and >= 0 (denoising noise relative to the input's norm; 0: none)")
   check_pretrained(config, channels, pretrained)
   return specs, channels, model

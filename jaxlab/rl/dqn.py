@@ -25,16 +25,6 @@ QFn = Callable[[Any, jax.Array], tuple[jax.Array, dict[str, jax.Array]]]  # (par
 LOSSES = ("huber", "mse")
 
 
-def is_number(x: Any) -> bool:
-  """:func:`jaxlab.errors.is_real`, kept for ``jaxlab.tasks.dqn_minatar`` until it calls that."""
-  return errors.is_real(x)
-
-
-def check_probability(value: Any, name: str, why: str = "") -> None:
-  """:func:`jaxlab.errors.check_probability` with ``why = " (meaning)"``, kept for ``jaxlab.tasks.dqn_minatar``."""
-  errors.check_probability(value, name, why.strip()[1:-1])
-
-
 def linear_epsilon(frame: jax.Array, decay_frames: int, warmup_frames: int, end: float) -> jax.Array:
   r"""Dopamine's ``linearly_decaying_epsilon``: 1 during warm-up, then linear to ``end``.
 

@@ -6,11 +6,11 @@ each bad key is one line naming it, before anything is initialised or compiled.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import ml_collections
 
+from jaxlab import errors
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.networks import QNetwork
@@ -33,14 +33,8 @@ def check_count(key: str, value: Any, low: int, what: str = "") -> None:
   Raises:
     InputError: one line naming the key.
   """
-  ok = isinstance(value, int) and not isinstance(value, bool)
-  check(ok and value >= low, f"{key}={value!r}{what}; must be an int >= {low}")
+  check(errors.is_int(value) and value >= low, f"{key}={value!r}{what}; must be an int >= {low}")
   check(value <= MAX_FRAMES, f"{key}={value}{what}; must be < 2**31 (counted in int32 on the device)")
-
-
-def check_flag(key: str, value: Any) -> None:
-  """``config.<key>`` is True or False (``InputError`` naming the key otherwise)."""
-  check(isinstance(value, bool), f"{key}={value!r}; must be True or False")
 
 
 def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, clip_rewards: Any) -> None:
@@ -55,15 +49,15 @@ def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, 
   Raises:
     InputError: the first bad key, one line naming it.
   """
-  dqn.check_probability(d.gamma, "dqn.gamma", " (the discount factor; Dopamine: 0.99)")
+  errors.check_probability(d.gamma, "dqn.gamma", "the discount factor; Dopamine: 0.99")
   check_count("dqn.target_update_period", d.target_update_period, 1, f" {unit}")
   check_count("dqn.min_replay_history", d.min_replay_history, 1, f" {unit} of random play")
   check_count("dqn.replay_capacity", d.replay_capacity, 1, " transitions")
-  dqn.check_probability(d.epsilon_end, "dqn.epsilon_end", " (the exploration rate after the decay)")
+  errors.check_probability(d.epsilon_end, "dqn.epsilon_end", "the exploration rate after the decay")
   check_count(f"dqn.{decay_key}", d[decay_key], 1, f" {unit} (1 = straight to dqn.epsilon_end)")
-  check_flag("dqn.double_dqn", d.double_dqn)
+  errors.check_bool(d.double_dqn, "dqn.double_dqn")
   check(d.loss in dqn.LOSSES, f"dqn.loss={d.loss!r}; choose one of {dqn.LOSSES}")
-  check_flag("dqn.clip_rewards", clip_rewards)
+  errors.check_bool(clip_rewards, "dqn.clip_rewards")
 
 
 def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int
@@ -88,8 +82,7 @@ def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int
     raise InputError(f"network: {e}") from None
   aux_weights = {name: getattr(net, key) for key, name in AUX_WEIGHT_KEYS.items()}
   for key, w in ((key, getattr(net, key)) for key in AUX_WEIGHT_KEYS):
-    check(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
-          f"network.{key}={w!r}; must be a finite number >= 0 (0 = off, as Dopamine's released configs)")
+    errors.check_range(w, f"network.{key}", 0, meaning="0 = off, as Dopamine's released configs")
     check(not w or net.head == "top1",
           f"network.{key}={w!r} but network.head={net.head!r}; only head='top1' has this auxiliary loss "
           "(set it to 0)")

@@ -17,8 +17,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from jaxlab.errors import InputError
-from jaxlab.ot_clip.checks import check_in_range
+from jaxlab.errors import InputError, check_range, is_real
 from jaxlab.ot_clip.data.batches import ShardedBatches
 from jaxlab.ot_clip.data.pairs import load_pairs
 from jaxlab.ot_clip.digits_pairs import long_tailed_indices
@@ -31,11 +30,10 @@ from jaxlab.train.task import TASKS, Inference, Task
 
 def _check_eval(ev: ml_collections.ConfigDict) -> None:
   """The evaluation settings, before any compute (evaluation runs only after the first steps)."""
-  check_in_range("eval.epsilon", ev.epsilon, 0.0, 1.0, low_open=True)
-  check_in_range("eval.coverage", ev.coverage, 0.0, 1.0, low_open=True)
+  check_range(ev.epsilon, "eval.epsilon", 0, 1, low_open=True, got=True)
+  check_range(ev.coverage, "eval.coverage", 0, 1, low_open=True, got=True)
   imbalance = ev.imbalance
-  if isinstance(imbalance, bool) or not isinstance(imbalance, (int, float)) or not (
-      imbalance == 0 or 1 <= imbalance < float("inf")):
+  if not is_real(imbalance) or not (imbalance == 0 or 1 <= imbalance < float("inf")):
     raise InputError(f"eval.imbalance={imbalance!r}; allowed: 0 (no long-tailed evaluation) or a number >= 1 "
                      "(largest / smallest class of the long-tailed test subset)")
 

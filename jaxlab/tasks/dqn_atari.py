@@ -35,10 +35,11 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from jaxlab import errors
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, make_atari, push_frame
-from jaxlab.rl.dqn_config import MAX_FRAMES, check_dqn_settings, check_flag, q_network_from_config
+from jaxlab.rl.dqn_config import MAX_FRAMES, check_dqn_settings, q_network_from_config
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
 from jaxlab.rl.replay_frames import FrameReplay, FrameStep, make_frame_replay
 from jaxlab.train.context import TaskContext
@@ -67,8 +68,8 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   e, d = config.env, config.dqn
   check_game(e.name, "env.name")
   check(e.step_via in STEP_VIA, f"env.step_via={e.step_via!r}; choose one of {STEP_VIA}")
-  check_flag("env.time_limit_is_terminal", e.time_limit_is_terminal)
-  check(isinstance(d.update_period, int) and not isinstance(d.update_period, bool) and d.update_period >= 1,
+  errors.check_bool(e.time_limit_is_terminal, "env.time_limit_is_terminal")
+  check(errors.is_int(d.update_period) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} agent steps per update; must be an int >= 1 (Dopamine: 4)")
   check_dqn_settings(d, "agent steps", "epsilon_decay_period", d.clip_rewards)
   check(config.network.encoder == "nature",
@@ -172,8 +173,7 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   e, d = config.env, config.dqn
   step_via = resolve_step_via(e.step_via, ctx.mesh)
   n_envs = e.num_envs
-  check(isinstance(n_envs, int) and not isinstance(n_envs, bool) and n_envs >= 1,
-        f"env.num_envs={n_envs!r}; must be an int >= 1")
+  n_envs = errors.check_int(n_envs, "env.num_envs", 1)
   if d.update_period % n_envs:
     divisors = [k for k in range(1, d.update_period + 1) if d.update_period % k == 0]
     raise InputError(f"env.num_envs={n_envs} does not divide dqn.update_period={d.update_period} (agent steps "

@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from jaxlab import errors
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.dqn_config import MAX_FRAMES, check_count, check_dqn_settings, q_network_from_config
@@ -64,21 +65,19 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   check(isinstance(e.name, str) and e.name in ENV_IDS,
         f"unknown MinAtar environment {e.name!r} (env.name); valid: {', '.join(sorted(ENV_IDS))}")
   p = e.sticky_action_prob
-  check(dqn.is_number(p) and 0.0 <= p < 1.0,
+  check(errors.is_real(p) and 0.0 <= p < 1.0,
         f"env.sticky_action_prob={p!r}; must be a number in [0, 1) (MinAtar: 0.1)")
-  check(isinstance(e.num_envs, int) and not isinstance(e.num_envs, bool) and e.num_envs >= 1,
-        f"env.num_envs={e.num_envs!r}; must be an int >= 1")
-  check(isinstance(d.update_period, int) and not isinstance(d.update_period, bool) and d.update_period >= 1,
+  errors.check_int(e.num_envs, "env.num_envs", 1)
+  check(errors.is_int(d.update_period) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} environment frames per update; must be an int >= 1 "
         "(the update-to-data ratio 1/update_period must be > 0; Dopamine: 4)")
   check_dqn_settings(d, "frames", "epsilon_decay_frames", d.get("clip_rewards", False))
-  check(isinstance(d.eval_steps, int) and not isinstance(d.eval_steps, bool) and d.eval_steps >= 0,
-        f"dqn.eval_steps={d.eval_steps!r}; must be an int >= 0 (steps each evaluation environment may take to "
-        "finish its episode; 0 = no evaluation)")
+  errors.check_int(d.eval_steps, "dqn.eval_steps", 0,
+                   "steps each evaluation environment may take to finish its episode; 0 = no evaluation")
   check_count("dqn.eval_steps", d.eval_steps, 0)
   if d.eval_steps:
     check_count("dqn.eval_envs", d.eval_envs, 1)
-    dqn.check_probability(d.eval_epsilon, "dqn.eval_epsilon", " (the exploration rate of evaluation)")
+    errors.check_probability(d.eval_epsilon, "dqn.eval_epsilon", "the exploration rate of evaluation")
 
 
 @TASKS.register("dqn_minatar")
@@ -195,9 +194,8 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     ``eval_episodes``: how many finished; ``eval_capped``: 1 if the cap cut an episode short
     (its partial return is not counted), else 0; ``eval_steps_run``: steps taken.
     """
-    check(isinstance(num_envs, int) and not isinstance(num_envs, bool) and num_envs >= 1,
-          f"play num_envs={num_envs!r}; must be an int >= 1")
-    check(isinstance(max_steps, int) and not isinstance(max_steps, bool) and 1 <= max_steps <= MAX_FRAMES,
+    num_envs = errors.check_int(num_envs, "play num_envs", 1)
+    check(errors.is_int(max_steps) and 1 <= max_steps <= MAX_FRAMES,
           f"play max_steps={max_steps!r}; must be an int in [1, 2**31 - 1]")
     k_reset, k_run = jax.random.split(rng)
     env_state, obs = env.reset(k_reset, num_envs)

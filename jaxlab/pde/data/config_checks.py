@@ -11,7 +11,7 @@ from typing import Sequence
 import ml_collections
 import numpy as np
 
-from jaxlab.errors import check, is_int
+from jaxlab.errors import check, is_int, is_real
 from jaxlab.pde.data import MIXTURE_RULES, DatasetSpec
 from jaxlab.pde.data.from_config import channels_of, data_source, file_sets, pad_value, served_sets
 from jaxlab.pde.data.loader import default_num_test
@@ -91,7 +91,7 @@ def check_data_config(config: ml_collections.ConfigDict) -> tuple[list[DatasetSp
   check(not weights or len(weights) == len(set_channels),
         f"data.weights has {len(weights)} entries for {len(set_channels)} data sets (or give () for equal weights)")
   for i, w in enumerate(weights):
-    check(isinstance(w, (int, float)) and not isinstance(w, bool) and np.isfinite(w) and w >= 0,
+    check(is_real(w) and np.isfinite(w) and w >= 0,
           f"data.weights[{i}]={w!r} in data.weights={weights} must be a finite number >= 0")
   check(not weights or sum(weights) > 0,
         f"data.weights={weights} sum to 0; at least one weight must be > 0 (or give () for equal weights)")
