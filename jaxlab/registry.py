@@ -70,6 +70,12 @@ class Registry(Generic[T]):
       self._entries[name] = entry
     return entry
 
+  def target(self, name: str) -> str:
+    """Where ``name``'s constructor is defined, ``"module:qualified_name"``, without importing a lazy entry."""
+    if name not in self._entries:
+      raise UnknownNameError(f"unknown {self.kind} {name!r}; valid names: {', '.join(sorted(self._entries))}")
+    return _describe(self._entries[name])
+
   def names(self) -> list[str]:
     return sorted(self._entries)
 

@@ -17,6 +17,7 @@ import pytest
 from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.pde.operator_config import check_config
+from jaxlab.train.workdir import saved_config
 from tests.pde.data.files import layouts
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -89,7 +90,7 @@ def test_pretrain_on_a_master_table_then_fine_tune_on_one_set(tmp_path):
   config.data.master, config.data.names, config.init_from.workdir = str(master), ("ns",), pre
   with pytest.raises(InputError, match=r"was trained with 2 channels, this run's data have 1; set "
                                        r"data.num_channels=2 \(missing channels are padded"):
-    check_config(config)
+    check_config(config, saved_config(pre))  # the saved config as the task reads it
 
   tuned = str(tmp_path / "tuned")
   p = _run("--config=configs/dpot_files.py:finetune_tiny", f"--workdir={tuned}", f"--config.data.master={master}",
