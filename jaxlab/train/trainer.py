@@ -23,10 +23,10 @@ import ml_collections
 import numpy as np
 import tqdm
 
-from jaxlab.errors import DivergedError, InputError
+from jaxlab import sharding as sharding_lib
+from jaxlab.errors import DivergedError, InputError, is_int
 from jaxlab.optim.config import optimizer_from_config
 from jaxlab.train import input_pipeline
-from jaxlab import sharding as sharding_lib
 from jaxlab.train.checkpoint import RESUME_SAFE_KEYS, Checkpointer, abstract_like
 from jaxlab.train.context import TaskContext
 from jaxlab.train.finetune import FineTuneStart, check_pretrained, fine_tune_start
@@ -38,6 +38,7 @@ from jaxlab.train.state import TrainState, make_init_fn
 from jaxlab.train.step import TrainStep, make_train_step
 from jaxlab.train.task import Task, make_task
 from jaxlab.train.validate import validate_trainer_config
+from jaxlab.train.workdir import Workdir
 from jaxlab.train.workdir_files import write_workdir_files
 
 _EVAL_STREAM = 0x65766C  # folded into a run's key: evaluation draws never reuse a step's
@@ -256,7 +257,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, *, devices: Sequence
   ensure_writable(workdir)
   setup = _setup(config, devices)
   ckpt_dir = os.path.join(workdir, "checkpoints")
-  init_from = _fine_tuning_source(setup, resuming=_has_steps(ckpt_dir))
+  init_from = _fine_tuning_source(setup, resuming=Workdir(workdir).latest_step() is not None)
   ckpt = Checkpointer(ckpt_dir, config.checkpoint_every,
                       keep=config.checkpoint_keep, keep_period=config.checkpoint_keep_period or None,
                       config=config.to_dict(), resume_safe=RESUME_SAFE_KEYS + tuple(setup.task.resume_safe))
@@ -465,17 +466,13 @@ def _summary(setup: TrainSetup, loop: _LoopResult, fine_tuned: FineTuneStart | N
   return summary
 
 
-def _has_steps(directory: str) -> bool:
-  return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
-
-
 def _seed_index(init_from: Any) -> int | None:
   """``init_from.seed_index`` (-1: the pre-training run is a single run) as None or a run index."""
   index = init_from.get("seed_index", -1)
-  if isinstance(index, bool) or not isinstance(index, int) or index < -1:
+  if not is_int(index) or index < -1:
     raise InputError(f"init_from.seed_index={index!r}; allowed: -1 (a single pre-training run) or the index of "
                      "one of its vmapped runs (an int >= 0)")
-  return None if index == -1 else index
+  return None if index == -1 else int(index)
 
 
 def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: Any,
