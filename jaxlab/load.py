@@ -31,7 +31,7 @@ from jaxlab.errors import CheckpointError, InputError, is_int
 from jaxlab.train import checkpoint
 from jaxlab.train.context import TaskContext
 from jaxlab.train.mesh import make_mesh
-from jaxlab.sharding import tree_shardings
+from jaxlab.sharding import path_name, tree_shardings
 from jaxlab.train.state import TrainState
 from jaxlab.train.task import Inference, Task
 from jaxlab.train.trainer import build_state_init, make_evaluate
@@ -203,6 +203,21 @@ def _placement(config: ml_collections.ConfigDict, abstract: Any, mesh: jax.shard
                         fsdp_min_size=config.fsdp_min_size, run_axis="data" if run_axis else None)
 
 
+def _check_saved_tree(directory: str, step: int, fields: dict[str, Any], config: ml_collections.ConfigDict) -> None:
+  """Refuses a checkpoint whose saved tree is not the one ``config`` builds (another task's state
+  copied in, or a config edited after training): leaves missing, extra or of another shape."""
+  try:
+    saved = checkpoint.state_metadata(directory, step)
+  except Exception:  # noqa: BLE001 - unreadable metadata: the read names the error
+    return
+  saved = {k: saved[k] for k in fields if isinstance(saved, dict) and k in saved}
+  problems = checkpoint.params_differences(saved, fields)
+  if problems:
+    raise CheckpointError(f"load_run: {directory}/{step} does not hold the state its saved config builds "
+                          f"(task {config.task!r}; the checkpoint is of another run): " + "; ".join(problems)
+                          + ". Load the workdir that trained this checkpoint, or restore its config")
+
+
 def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = None,
              opt_state: bool = False, mesh: jax.sharding.Mesh | None = None) -> Run:
   """The run in ``workdir`` at ``step``: config, params, task, model and inference functions.
@@ -226,6 +241,8 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
   Raises:
     InputError: no such workdir, no checkpoint in it, no checkpoint at ``step``, ``seed_index``
       out of range; one line naming the value and what is allowed. Nothing is written.
+    CheckpointError: the checkpoint is unreadable, or its saved tree is not the state its config
+      builds (a leaf missing, extra or of another shape: the first are named).
   """
   found = _workdir(workdir)
   directory = found.checkpoints
@@ -245,6 +262,7 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
   abstract = jax.eval_shape(init, *init_args)
   keys = _STATE_KEYS + (("opt_state",) if opt_state else ())
   fields = {k: getattr(abstract, k) for k in keys}
+  _check_saved_tree(directory, step, fields, config)  # of all runs: the saved leaves have the run axis
   if index is not None:  # one run out of several: its shapes, without the run axis
     fields = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), fields)
   shardings = _placement(config, fields, mesh, run_axis=runs is not None and index is None)
@@ -254,6 +272,12 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
   except Exception as e:  # noqa: BLE001 - truncated files, another run's tree: name the place
     raise CheckpointError(f"load_run: {directory}/{step} is unreadable for this config: "
                           f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}") from e
+  unread = [path_name(p) for p, x in jax.tree_util.tree_flatten_with_path(restored)[0]
+            if isinstance(x, jax.ShapeDtypeStruct)]
+  if unread:  # orbax's partial restore leaves a placeholder where the checkpoint lacks a leaf
+    raise CheckpointError(f"load_run: {directory}/{step} does not hold {unread[0]}"
+                          + (f" (and {len(unread) - 1} more leaves)" if len(unread) > 1 else "")
+                          + f" of the state its saved config builds (task {config.task!r})")
   seeds = tuple(runs.seeds) if runs is not None else (int(config.seed),)
   labels = tuple(runs.label(i) for i in range(runs.size)) if runs is not None else (f"seed={config.seed}",)
   run_axis = runs is not None and seed_index is None

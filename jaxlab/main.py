@@ -175,7 +175,11 @@ def main(argv: Sequence[str]) -> None:
     _fail(str(e))
   import jax
   from jaxlab.errors import CheckpointError, DivergedError
-  from jaxlab.train.trainer import ensure_writable, run_experiments
+  from jaxlab.train.trainer import check_stop_after, ensure_writable, run_experiments
+  try:  # before the workdir is made: a no-op command leaves nothing
+    check_stop_after(_STOP_AFTER.value)
+  except InputError as e:
+    _fail(str(e))
   created = not os.path.exists(_WORKDIR.value)
   try:  # bad input and run failures: one clear line; anything else is a bug and keeps its traceback
     ensure_writable(_WORKDIR.value)

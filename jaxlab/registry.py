@@ -15,6 +15,36 @@ from jaxlab.errors import InputError, UnknownNameError
 #: What a registry maps names to: a constructor (any callable).
 T = TypeVar("T", bound=Callable[..., Any])
 
+#: The optional extra (``pip install 'jaxlab[<extra>]'``, setup.cfg's ``extras_require``) that
+#: installs each top-level module an entry may import: a missing one is named in one line.
+EXTRAS: dict[str, str] = {
+    "sklearn": "data",
+    "gymnax": "rl", "flashbax": "rl", "rliable": "rl", "six": "rl", "pandas": "rl",
+    "exponax": "pde", "h5py": "pde",
+    "envpool": "atari",
+    "grain": "clip_data", "tokenizers": "clip_data", "pyarrow": "clip_data", "PIL": "clip_data",
+    "matplotlib": "notebooks",
+}
+
+
+def missing_extra_error(error: ModuleNotFoundError, what: str) -> InputError | None:
+  """``error`` (a failed import) as one line naming the extra to install, if an extra installs it.
+
+  Args:
+    error: the ``ModuleNotFoundError`` an import raised.
+    what: what needed the module, for the message (e.g. ``"task 'dqn_minatar'"``).
+
+  Returns:
+    An ``InputError`` saying ``pip install 'jaxlab[<extra>]'``, or None when the missing module
+    is no extra's (a bug, or a broken install: the caller re-raises ``error``).
+  """
+  module = (error.name or "").split(".")[0]
+  extra = EXTRAS.get(module)
+  if extra is None:
+    return None
+  return InputError(f"{what} needs the optional package {module!r}, which is not installed: "
+                    f"pip install 'jaxlab[{extra}]'")
+
 
 class Registry(Generic[T]):
   """Maps names to constructors; unknown names raise an error listing the valid ones.
@@ -59,6 +89,13 @@ class Registry(Generic[T]):
       self._entries[name] = target
 
   def get(self, name: str) -> T:
+    """The constructor registered as ``name``, importing a lazy entry's module on first use.
+
+    Raises:
+      UnknownNameError: no such name (the valid ones are listed).
+      InputError: a lazy entry's module needs an optional extra that is not installed (the
+        ``pip install 'jaxlab[<extra>]'`` to run is named; see :data:`EXTRAS`).
+    """
     try:
       entry = self._entries[name]
     except (KeyError, TypeError):
@@ -66,7 +103,14 @@ class Registry(Generic[T]):
           f"unknown {self.kind} {name!r}; valid names: {', '.join(sorted(self._entries))}") from None
     if isinstance(entry, str):
       module, _, attr = entry.partition(":")
-      entry = getattr(importlib.import_module(module), attr)
+      try:
+        loaded = importlib.import_module(module)
+      except ModuleNotFoundError as e:  # an optional extra not installed: one line naming it
+        error = missing_extra_error(e, f"{self.kind} {name!r}")
+        if error is None:
+          raise
+        raise error from None
+      entry = getattr(loaded, attr)
       self._entries[name] = entry
     return entry
 

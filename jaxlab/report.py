@@ -11,7 +11,8 @@ current directory; never inside a workdir unless ``--out`` points there):
 * ``<out>.json``: the same numbers;
 * ``<out>.png``: learning curves, one line per run, the mean over seeds and its 95% CI as a band.
 
-Workdirs of one experiment only: the same task, and at least one metric in common.
+Workdirs of one experiment only: the same task, and at least one metric in common. A seed of a
+setting found in two workdirs (a copied run) counts once in the aggregates; a note says so.
 
   python -m jaxlab.report runs/mlp_seeds                      # report.md / .json / .png here
   python -m jaxlab.report runs/dqn_a runs/dqn_b --out=reports/dqn --metrics=eval_return,loss
@@ -102,7 +103,8 @@ def load_workdir(path: str) -> Workdir:
 
   Raises:
     InputError: ``path`` is not a directory, holds no ``metrics.jsonl``, or that file is empty or
-      not JSON lines.
+      not the trainer's JSON lines (a line that is not JSON, or a row without an integer ``step``:
+      the message names the line).
   """
   if not os.path.isdir(path):
     raise InputError(f"workdir {path!r} does not exist (argument WORKDIR)")
@@ -115,8 +117,8 @@ def load_workdir(path: str) -> Workdir:
   try:
     rows = found.metrics()
   except (ValueError, UnicodeDecodeError) as e:
-    raise InputError(f"{os.path.join(path, 'metrics.jsonl')} is not JSON lines ({e}); "
-                     "it must be the file the trainer wrote") from None
+    raise InputError(f"{os.path.join(path, 'metrics.jsonl')} is not the trainer's JSON lines: {e}; "
+                     "it must be the file the trainer wrote (argument WORKDIR)") from None
   if not rows:
     raise InputError(f"{os.path.join(path, 'metrics.jsonl')} holds no logged step yet (argument WORKDIR)")
   num_runs = max((len(v) for r in rows for v in r.values() if isinstance(v, list)), default=1)
@@ -180,8 +182,12 @@ def curve(workdir: Workdir, metric: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def lower_is_better(metric: str) -> bool:
-  """Losses and errors are best when lowest; accuracies and returns when highest."""
-  return bool(LOWER_IS_BETTER.search(metric.split("/")[-1]))
+  """Losses and errors are best when lowest; accuracies and returns when highest.
+
+  Decided by the metric's name, the part before the first ``/``: what follows names a data set or
+  a variant (``l2re_1step/ns``: a relative L2 error on the ``ns`` set, lowest is best).
+  """
+  return bool(LOWER_IS_BETTER.search(metric.split("/")[0]))
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict[str, float]:
@@ -258,6 +264,27 @@ def settings(workdirs: Sequence[Workdir]) -> list[str]:
           for w, f in zip(workdirs, flats)]
 
 
+def _mark_duplicates(runs: list[dict[str, Any]]) -> list[str]:
+  """Marks each run of a setting and seed seen before (``"duplicate_of"``); the notes saying so.
+
+  The same run found in two workdirs (a copy, or a workdir given under two names of one
+  experiment) is one seed, not two independent ones: only its first occurrence enters the
+  aggregates over seeds.
+  """
+  first: dict[tuple[str, str], dict[str, Any]] = {}
+  notes = []
+  for r in runs:
+    key = (r["setting"], r["label"])
+    if key in first:
+      kept = first[key]
+      r["duplicate_of"] = f"{kept['workdir']} run {kept['run']}"
+      notes.append(f"{r['label']} of setting '{r['setting']}' is in {kept['workdir']} and {r['workdir']}: "
+                   f"counted once over seeds (from {kept['workdir']})")
+    else:
+      first[key] = r
+  return notes
+
+
 def build_report(workdirs: Sequence[Workdir], metrics: Sequence[str], with_iqm: bool = True) -> dict[str, Any]:
   """Per-run final / best values and per-setting aggregates over seeds.
 
@@ -268,7 +295,8 @@ def build_report(workdirs: Sequence[Workdir], metrics: Sequence[str], with_iqm: 
 
   Returns:
     ``{"metrics", "runs": [...], "settings": [...], "notes": [...]}`` (JSON-ready; NaN where a
-    value is missing).
+    value is missing). A run of the same setting and seed as an earlier one (found in two
+    workdirs) is listed with ``"duplicate_of"`` and left out of the aggregates, with a note.
   """
   notes = []
   if with_iqm and any(is_return(m) for m in metrics):
@@ -295,9 +323,12 @@ def build_report(workdirs: Sequence[Workdir], metrics: Sequence[str], with_iqm: 
         else:
           record["best"][m], record["best_step"][m] = float("nan"), None
       runs.append(record)
+  notes += _mark_duplicates(runs)
   groups: dict[str, list[dict[str, Any]]] = {}
   for r in runs:
-    groups.setdefault(r["setting"], []).append(r)
+    groups.setdefault(r["setting"], [])
+    if "duplicate_of" not in r:
+      groups[r["setting"]].append(r)
   aggregates = []
   for setting, members in groups.items():
     agg = {"setting": setting, "runs": len(members), "final": {}, "iqm": {}}
@@ -330,7 +361,8 @@ def to_markdown(report: dict[str, Any]) -> str:
            "| workdir | run | label | " + " | ".join(f"{m} final / best" for m in metrics) + " |",
            "|---|---|---|" + "---|" * len(metrics)]
   for r in report["runs"]:
-    lines.append(f"| {r['workdir']} | {r['run']} | {r['label']} | "
+    label = r["label"] + (f" (duplicate of {r['duplicate_of']}, counted once)" if "duplicate_of" in r else "")
+    lines.append(f"| {r['workdir']} | {r['run']} | {label} | "
                  + " | ".join(f"{_num(r['final'][m])} / {_num(r['best'][m])}" for m in metrics) + " |")
   iqm_metrics = [m for m in metrics if any(m in a["iqm"] for a in report["settings"])]
   lines += ["", "Over seeds, per setting: mean of the final values ± the half-width of a 95% Student-t CI "
@@ -363,6 +395,8 @@ def plot_curves(workdirs: Sequence[Workdir], report: dict[str, Any], path: str) 
   for ax, m in zip(axes.flat, metrics):
     per_setting: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     for r in report["runs"]:
+      if "duplicate_of" in r:  # counted once: its first occurrence is drawn
+        continue
       steps, values = curve(by_workdir[r["workdir"]], m)
       ax.plot(steps, values[:, r["run"]], color=colors[r["setting"]], alpha=0.3, lw=0.8)
       per_setting.setdefault(r["setting"], []).append((steps, values[:, r["run"]]))

@@ -9,11 +9,12 @@ value (the expected fragment). Method packages keep their own sweeps beside thei
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import sys
 import tempfile
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 if __name__ == "__main__":  # as a script: the 8 virtual devices the tests have
   os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -110,6 +111,52 @@ def _momo_update(**kw) -> Callable[[], Any]:
     opt = momo()
     p = {"w": jnp.ones(3)}
     return opt.update(p, opt.init(p), **kw)
+  return run
+
+
+@contextlib.contextmanager
+def _not_installed(missing: str) -> Iterator[str]:
+  """A module (its name yielded) that imports ``missing``, which looks not installed meanwhile
+  (``None`` in ``sys.modules`` makes its import fail); nothing is uninstalled, ``sys`` is restored."""
+  folder = tempfile.mkdtemp(prefix="jaxlab-sweep-")
+  module = f"_jaxlab_sweep_needs_{missing}"
+  with open(os.path.join(folder, f"{module}.py"), "w") as f:
+    f.write(f"import {missing}\n\n\ndef task():\n  return {missing}\n")
+  saved = sys.modules.get(missing, _ABSENT)
+  sys.path.insert(0, folder)
+  sys.modules[missing] = None  # type: ignore[assignment]
+  try:
+    yield module
+  finally:
+    sys.path.remove(folder)
+    sys.modules.pop(module, None)
+    if saved is _ABSENT:
+      sys.modules.pop(missing, None)
+    else:
+      sys.modules[missing] = saved
+
+
+_ABSENT = object()
+
+
+def _lazy_entry_needing(missing: str) -> Callable[[], Any]:
+  """``get`` of a lazy registry entry whose module imports ``missing``, not installed."""
+  def run():
+    with _not_installed(missing) as module:
+      r = Registry("task")
+      r.register_lazy("needs_extra", f"{module}:task")
+      return r.get("needs_extra")
+  return run
+
+
+def _report_rows(text: str) -> Callable[[], Any]:
+  """``jaxlab.report`` of a workdir whose ``metrics.jsonl`` is ``text``."""
+  def run():
+    from jaxlab import report
+    folder = tempfile.mkdtemp(prefix="jaxlab-sweep-")
+    with open(os.path.join(folder, "metrics.jsonl"), "w") as f:
+      f.write(text)
+    return report.load_workdir(folder)
   return run
 
 
@@ -239,6 +286,19 @@ CASES: list[Case] = [
     # --- registries and config files --------------------------------------------------------------
     ("registry", "a different object under a taken name", _register_twice, "'a' is already registered"),
     ("registry", "malformed lazy target", lambda: TASKS.register_lazy("x", "no_colon"), "must be 'module:attribute'"),
+    ("registry", "lazy entry needing a missing extra (rl)", _lazy_entry_needing("gymnax"),
+     "task 'needs_extra' needs the optional package 'gymnax', which is not installed: pip install 'jaxlab[rl]'"),
+    ("registry", "lazy entry needing a missing extra (pde)", _lazy_entry_needing("exponax"), "pip install 'jaxlab[pde]'"),
+    # --- no-ops: settings that would train nothing ----------------------------------------------
+    ("optimizer", "freeze every parameter", lambda: optimizer_from_config(ml_collections.ConfigDict(
+        {"name": "sgd", "learning_rate": 0.1, "freeze": (".*",)}), 10).init({"w": jnp.ones(3)}),
+     "optimizer.freeze=('.*',) freezes every parameter (1 of them): training would change nothing"),
+    *[("trainer config", f"stop_after={v!r}", (lambda v=v: train(_cfg(), tempfile.mkdtemp(), stop_after=v, progress=False)),
+       f"--stop_after={v!r} (stop_after) would train nothing; allowed: a step >= 1") for v in (-1, 0, 2.5)],
+    # --- metrics files --------------------------------------------------------------------------
+    ("report", "a row without step", _report_rows('{"step": 1, "loss": 1.0}\n{"loss": 2.0}\n'),
+     "metrics.jsonl is not the trainer's JSON lines: line 2 is not a logged step"),
+    ("report", "a bad line before the last", _report_rows('{"step": 1}\n{"step": 2\n{"step": 3}\n'), "line 2 is not JSON"),
     ("config file", "missing", lambda: load_config("configs/nope.py"), "config 'configs/nope.py' not found"),
     ("config file", "unknown name", lambda: load_config("digits_mpl"), "one of: clip_files, digits_clip"),
     ("config file", "not Python", lambda: load_config(os.path.join(os.path.dirname(__file__), "..", "README.md")), "is not a Python file"),
@@ -251,6 +311,32 @@ CASES: list[Case] = [
 @pytest.mark.parametrize("area,what,call,fragment", CASES, ids=[f"{a}: {w}" for a, w, _, _ in CASES])
 def test_bad_input_is_one_clear_line(area, what, call, fragment):
   assert_one_clear_line(area, what, call, fragment)
+
+
+def test_extras_named_are_those_setup_cfg_installs():
+  import configparser
+  import re
+  from jaxlab.registry import EXTRAS
+  cfg = configparser.ConfigParser()
+  cfg.read(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "setup.cfg"))
+  module_of = {"scikit-learn": "sklearn", "pillow": "PIL"}  # distribution -> import name, where they differ
+  extras = cfg["options.extras_require"]
+  for module, extra in EXTRAS.items():
+    requirements = [line.split("#")[0].strip() for line in extras[extra].splitlines()]
+    names = {module_of.get(d, d) for d in (re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0] for r in requirements if r)}
+    assert module in names, (module, extra, names)
+
+
+def test_a_missing_extra_is_one_line_and_leaves_no_workdir(tmp_path, monkeypatch):
+  workdir = tmp_path / "run"
+  with _not_installed("gymnax") as module:
+    monkeypatch.setitem(TASKS._entries, "_sweep_needs_rl", f"{module}:task")  # removed again after the test
+    with pytest.raises(InputError, match=r"task '_sweep_needs_rl' needs the optional package 'gymnax', which is "
+                                         r"not installed: pip install 'jaxlab\[rl\]'"):
+      train(_cfg(task="_sweep_needs_rl"), str(workdir), progress=False, devices=jax.devices()[:1])
+  assert not workdir.exists()  # refused before the workdir was made
+  with pytest.raises(ModuleNotFoundError):  # a module that is no extra's: a bug, its traceback kept
+    _lazy_entry_needing("no_such_jaxlab_dependency")()
 
 
 def verdict(call: Callable[[], Any], fragment: str, regex: bool = False) -> str:

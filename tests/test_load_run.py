@@ -178,3 +178,46 @@ def test_bad_input_is_one_line_and_changes_nothing(tmp_path, dpot_dir, mlp_runs_
     jaxlab.load_run(workdir, **kwargs)
   assert "\n" not in str(e.value)
   assert (_snapshot(workdir) if os.path.isdir(workdir) else None) == before
+
+
+def _copy_with_config(src, dst, edit):
+  """``src`` copied to ``dst``, the config saved beside each checkpoint edited by ``edit(dict)``."""
+  import json
+  import shutil
+  shutil.copytree(src, dst)
+  for step in os.listdir(os.path.join(dst, "checkpoints")):
+    path = os.path.join(dst, "checkpoints", step, "config", "metadata")
+    if os.path.isfile(path):
+      saved = json.load(open(path))
+      edit(saved)
+      json.dump(saved, open(path, "w"))
+  return str(dst)
+
+
+def test_a_checkpoint_of_another_run_is_refused_in_one_line(tmp_path, mlp_runs_dir):
+  from jaxlab.errors import CheckpointError
+  # The config says 16 hidden units; the checkpoint holds the state of the trained width.
+  other = _copy_with_config(mlp_runs_dir, tmp_path / "other", lambda c: c["model"].update(hidden=[16]))
+  with pytest.raises(CheckpointError) as e:
+    jaxlab.load_run(other)
+  message = str(e.value)
+  assert "\n" not in message and f"{other}/checkpoints/{STEPS}" in message, message
+  assert "does not hold the state its saved config builds" in message and "params/Dense_0/kernel" in message
+  with pytest.raises(CheckpointError, match="params/Dense_0/kernel"):  # one run of several alike
+    jaxlab.load_run(other, seed_index=1)
+
+
+def test_a_resume_told_to_stop_at_its_checkpoint_trains_nothing_and_is_refused(tmp_path, mlp_runs_dir):
+  import shutil
+  config = load_config("digits_mlp:tiny")
+  config.num_steps, config.log_every, config.eval_every, config.checkpoint_every = 2 * STEPS, 2, 2, 2
+  config.runs = _two_seeds("digits_mlp:tiny")
+  workdir = str(tmp_path / "resumed")
+  shutil.copytree(mlp_runs_dir, workdir)  # its checkpoint at STEPS; num_steps raised, as a resume may
+  before = _snapshot(workdir)
+  for stop_after in (STEPS - 1, STEPS):
+    with pytest.raises(InputError, match=rf"--stop_after={stop_after} \(stop_after\) is at or before the workdir's "
+                                         rf"checkpoint at step {STEPS}: nothing to train; allowed: a step in "
+                                         rf"\[{STEPS + 1}, {2 * STEPS}\]"):
+      train(config, workdir, devices=jax.devices()[:1], stop_after=stop_after, progress=False)
+  assert _snapshot(workdir) == before

@@ -56,6 +56,8 @@ import pytest  # noqa: E402
      "experiments.digits_mlp: batch_size must be an integer >= 1, got 0"),
     (["--config=digits_mlp:tiny", "--config.mesh=(\"data\",-1)"], "mesh must be a tuple of (axis name, size) pairs"),
     (["--config=digits_mlp:tiny", "--config.mesh=((\"Data\",-1),)"], "the mesh needs a 'data' axis"),
+    (["--config=digits_mlp:tiny", "--stop_after=-1"],
+     "--stop_after=-1 (stop_after) would train nothing; allowed: a step >= 1 to stop after, or no --stop_after"),
 ])
 def test_bad_input_on_the_command_line_is_one_line(tmp_path, args, message):
   p = _run(*args, f"--workdir={tmp_path / 'new'}")

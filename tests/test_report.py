@@ -135,7 +135,7 @@ def test_cli_writes_only_its_outputs(rl_workdir, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("case", ["different_task", "no_common_metric", "missing", "no_metrics_file", "suite",
-                                  "unknown_metric", "empty", "twice"])
+                                  "unknown_metric", "empty", "twice", "no_step", "not_an_object"])
 def test_bad_input_is_one_line_and_writes_nothing(case, rl_workdir, tmp_path, capsys):
   other = tmp_path / "other"
   cases = {
@@ -150,6 +150,10 @@ def test_bad_input_is_one_line_and_writes_nothing(case, rl_workdir, tmp_path, ca
       "unknown_metric": lambda: ([rl_workdir, "--metrics=eval_return,acc"], ["--metrics", "acc not logged in"]),
       "empty": lambda: ([make_workdir(other, [])], ["holds no logged step"]),
       "twice": lambda: ([rl_workdir, rl_workdir + "/"], ["given twice"]),
+      "no_step": lambda: ([make_workdir(other, [{"step": 1, "loss": 1.0}, {"loss": 2.0}])],
+                          [os.path.join(str(other), "metrics.jsonl"), "line 2", "has no 'step'"]),
+      "not_an_object": lambda: ([make_workdir(other, [{"step": 1, "loss": 1.0}, [2.0]])],
+                                ["metrics.jsonl", "line 2", "it has a list"]),
   }
   args, expect = cases[case]()
   if case == "no_metrics_file":
@@ -187,3 +191,31 @@ def test_trained_seeds_reported(tmp_path):
   assert {"loss", "test_accuracy", "test_loss"} <= set(data["metrics"])
   (agg,) = data["settings"]
   assert agg["final"]["test_accuracy"]["n"] == 2
+
+
+def test_lower_is_better_is_decided_by_the_metric_name_not_the_data_set():
+  for name in ("l2re_1step/ns", "l2re_rollout/ns_fno_nu1e-03", "loss", "test_loss", "nrmse/cfd"):
+    assert report.lower_is_better(name), name
+  for name in ("test_accuracy", "eval_return", "accuracy/loss_set", "zero_shot_accuracy"):
+    assert not report.lower_is_better(name), name
+
+
+def test_best_of_a_per_data_set_error_is_its_lowest(tmp_path):
+  rows = [{"step": 1, "l2re_1step/ns": 0.9}, {"step": 2, "l2re_1step/ns": 0.2}, {"step": 3, "l2re_1step/ns": 0.4}]
+  w = report.load_workdir(make_workdir(tmp_path / "pde", rows, config("pde_operator", 1)))
+  (run,) = report.build_report([w], ["l2re_1step/ns"])["runs"]
+  assert run["best"]["l2re_1step/ns"] == 0.2 and run["best_step"]["l2re_1step/ns"] == 2
+
+
+def test_the_same_seed_in_two_workdirs_counts_once(rl_workdir, tmp_path):
+  import shutil
+  copy = str(tmp_path / "rl_copy")
+  shutil.copytree(rl_workdir, copy)  # the same 3 seeds of the same setting, found twice
+  ws = [report.load_workdir(p) for p in (rl_workdir, copy)]
+  rep = report.build_report(ws, ["loss"], with_iqm=False)
+  (agg,) = rep["settings"]
+  assert agg["runs"] == 3 and agg["final"]["loss"]["n"] == 3  # not 6 "independent" seeds
+  assert [r.get("duplicate_of") for r in rep["runs"]][3:] == [f"{rl_workdir} run {i}" for i in range(3)]
+  assert len(rep["notes"]) == 3 and "counted once" in rep["notes"][0] and copy in rep["notes"][0]
+  md = report.to_markdown(rep)
+  assert "counted once" in md and md.count("Note: seed=") == 3

@@ -64,7 +64,11 @@ WEIGHT_DECAY_MASKS: dict[str, Callable[[Any], Any] | None] = {
 }
 
 def freeze_labels(patterns: Sequence[str]) -> Callable[[Any], Any]:
-  """``params -> labels``: "frozen" where a regex matches the param path, else "train"."""
+  """``params -> labels``: "frozen" where a regex matches the param path, else "train".
+
+  A pattern matching no parameter, and patterns freezing every parameter (a run that would train
+  nothing for its whole schedule), raise ``InputError`` naming ``optimizer.freeze``.
+  """
   import re
 
   # "params/Dense_0/kernel", the same name jaxlab.sharding.path_name gives (optim stays below train).
@@ -82,8 +86,13 @@ def freeze_labels(patterns: Sequence[str]) -> Callable[[Any], Any]:
       if not any(c.search(n) for n in names.values()):
         raise InputError(f"optimizer.freeze pattern {p!r} matches no parameter (paths look like: "
                          f"{', '.join(list(names.values())[:4])})")
-    return jax.tree_util.tree_map_with_path(
+    out = jax.tree_util.tree_map_with_path(
         lambda path, _: "frozen" if any(c.search(path_name(path)) for _, c in compiled) else "train", params)
+    leaves = jax.tree.leaves(out)
+    if leaves and all(label == "frozen" for label in leaves):
+      raise InputError(f"optimizer.freeze={tuple(patterns)!r} freezes every parameter ({len(leaves)} of them): "
+                       "training would change nothing; allowed: patterns that leave some parameter trainable")
+    return out
   return labels
 
 

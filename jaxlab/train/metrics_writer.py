@@ -8,7 +8,9 @@ run (``run_3/eval_return``; a single run keeps the plain name) and no mean over 
 ``python -m jaxlab.report`` aggregates.
 
 On resume, lines and TensorBoard events past the restored step are dropped: the resumed run
-logs those steps again.
+logs those steps again. The kept lines are rewritten beside the file and moved over it
+(``os.replace``), so a kill during the rewrite leaves the old file, never an empty one; a last
+line a killed run left half-written is dropped with them.
 """
 
 from __future__ import annotations
@@ -43,6 +45,25 @@ def _encode_row(row: Mapping[str, Any]) -> str:
   return json.dumps({k: to_strict_json(v) for k, v in row.items()}, allow_nan=False) + "\n"
 
 
+def _replace_atomically(path: str, text: str) -> None:
+  """Writes ``text`` to a temporary file beside ``path``, syncs it, and moves it over ``path``.
+
+  ``os.replace`` within one directory is atomic: a kill at any moment leaves either the old file
+  or the new one whole (the history of a run is never emptied by a crash during the rewrite).
+  """
+  tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+  try:
+    with open(tmp, "w") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+
+
 class MetricsWriter:
   """Appends one JSON line per logged step; under a run axis a value is a list (one per run)."""
 
@@ -55,8 +76,7 @@ class MetricsWriter:
       return
     if os.path.exists(self.path):  # a killed run logged steps that the resumed run will redo
       self._rows = [r for r in read_rows(self.path) if r.get("step", 0) <= resume_step]
-      with open(self.path, "w") as f:
-        f.writelines(_encode_row(r) for r in self._rows)
+      _replace_atomically(self.path, "".join(_encode_row(r) for r in self._rows))
     if tensorboard:
       from tensorboardX import SummaryWriter
       # purge_step: TensorBoard drops events at or after it that an earlier run wrote.

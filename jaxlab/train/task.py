@@ -36,7 +36,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from jaxlab.registry import Registry
+from jaxlab.registry import Registry, missing_extra_error
 from jaxlab.train.context import TaskContext
 from jaxlab.train.step import CollectFn, LossFn
 from jaxlab.train.state import TrainState
@@ -143,6 +143,12 @@ def make_task(config: ml_collections.ConfigDict, ctx: TaskContext | None = None)
     The :class:`Task`, with its :class:`Inference` where the task has one.
   """
   factory = TASKS.get(config.task)
-  if not _takes_context(factory):
-    return factory(config)
-  return factory(config, TaskContext.from_config(config) if ctx is None else ctx)
+  try:
+    if not _takes_context(factory):
+      return factory(config)
+    return factory(config, TaskContext.from_config(config) if ctx is None else ctx)
+  except ModuleNotFoundError as e:  # a module the task imports when built (envpool, pyarrow)
+    error = missing_extra_error(e, f"task {config.task!r}")
+    if error is None:
+      raise
+    raise error from None

@@ -36,7 +36,7 @@ from jaxlab.train.preemption import PreemptionWatcher
 from jaxlab.train.runs import Runs, make_runs_init
 from jaxlab.train.state import TrainState, make_init_fn
 from jaxlab.train.step import TrainStep, make_train_step
-from jaxlab.train.task import Task, make_task
+from jaxlab.train.task import TASKS, Task, make_task
 from jaxlab.train.validate import validate_trainer_config
 from jaxlab.train.workdir import Workdir
 from jaxlab.train.workdir_files import write_workdir_files
@@ -244,9 +244,11 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
     workdir: checkpoints, ``metrics.jsonl`` and TensorBoard files go here.
     devices: devices for the mesh (default: all); tests pass a subset.
     stop_after: stop after this global step without a final checkpoint, as if the job were
-      killed there (for testing resumption).
+      killed there (for testing resumption); an int >= 1 past the workdir's checkpoint (a
+      finished run reruns as before).
     progress: show a tqdm bar.
   """
+  check_stop_after(stop_after)
   validate_trainer_config(config)  # the edge: from here on the config is trusted
   return _train(config, workdir, devices=devices, stop_after=stop_after, progress=progress)
 
@@ -254,6 +256,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
 def _train(config: ml_collections.ConfigDict, workdir: str, *, devices: Sequence[jax.Device] | None,
            stop_after: int | None, progress: bool) -> TrainResult:
   """:func:`train` of a validated config: set-up, state, loop, summary."""
+  TASKS.get(config.task)  # its module imported first: a missing optional extra leaves no workdir
   ensure_writable(workdir)
   setup = _setup(config, devices)
   ckpt_dir = os.path.join(workdir, "checkpoints")
@@ -262,6 +265,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, *, devices: Sequence
                       keep=config.checkpoint_keep, keep_period=config.checkpoint_keep_period or None,
                       config=config.to_dict(), resume_safe=RESUME_SAFE_KEYS + tuple(setup.task.resume_safe))
   try:
+    _check_stop_after_resume(stop_after, ckpt.latest_step(), config.num_steps)
     write_workdir_files(workdir, setup.task.workdir_files, resuming=ckpt.latest_step() is not None)
     state, fine_tuned = _initial_state(setup, ckpt, init_from)
     end = config.num_steps if stop_after is None else min(config.num_steps, stop_after)
@@ -270,6 +274,28 @@ def _train(config: ml_collections.ConfigDict, workdir: str, *, devices: Sequence
     ckpt.close()
   return TrainResult(state=loop.state, summary=_summary(setup, loop, fine_tuned),
                      stopped_by=loop.stopped_by if loop.stopped_at is not None else None)
+
+
+def check_stop_after(stop_after: Any) -> None:
+  """Refuses a ``stop_after`` (``--stop_after``) that can only train nothing.
+
+  Args:
+    stop_after: None (train to ``num_steps``) or the global step to stop after.
+
+  Raises:
+    InputError: not an int >= 1; one line naming ``--stop_after`` and what is allowed.
+  """
+  if stop_after is not None and not (is_int(stop_after) and stop_after >= 1):
+    raise InputError(f"--stop_after={stop_after!r} (stop_after) would train nothing; allowed: a step >= 1 "
+                     "to stop after, or no --stop_after to train to num_steps")
+
+
+def _check_stop_after_resume(stop_after: int | None, latest: int | None, num_steps: int) -> None:
+  """A resumed run told to stop at or before its checkpoint trains nothing: refused (a finished
+  run, ``latest == num_steps``, reruns as without the flag)."""
+  if stop_after is not None and latest is not None and stop_after <= latest < num_steps:
+    raise InputError(f"--stop_after={stop_after} (stop_after) is at or before the workdir's checkpoint at step "
+                     f"{latest}: nothing to train; allowed: a step in [{latest + 1}, {num_steps}], or no --stop_after")
 
 
 # ---------------------------------------------------------------------------------------- state
@@ -528,11 +554,13 @@ def run_experiments(config: ml_collections.ConfigDict, workdir: str, **kwargs: A
   way); each entry is a complete experiment config. Returns ``{name: summary}``.
   """
   options = {"devices": None, "stop_after": None, "progress": True, **kwargs}
+  check_stop_after(options["stop_after"])
   if "experiments" not in config:
     return {config.get("name", config.task): train(config, workdir, **options).summary}
   for name, sub in config.experiments.items():  # every experiment's bad input, before any compute
     try:
       validate_trainer_config(sub)
+      TASKS.get(sub.task)  # an optional extra missing for a later experiment: refused before the first
     except InputError as e:
       raise InputError(f"experiments.{name}: {e}") from None
   summaries = {}

@@ -46,21 +46,30 @@ def from_strict_json(value: Any) -> Any:
 def read_rows(path: str) -> list[dict[str, Any]]:
   """The rows of a ``metrics.jsonl`` file, ``null`` as NaN; a last line cut short by a kill is skipped.
 
-  Any other line that is not JSON raises ``ValueError`` (the file is not the trainer's).
+  Any other line that is not a JSON object with an integer ``"step"`` raises ``ValueError``
+  naming its line number (the file is not the trainer's).
   """
   with open(path) as f:
-    lines = [line for line in f if line.strip()]
+    lines = [(n, line) for n, line in enumerate(f, start=1) if line.strip()]
   rows = []
-  for i, line in enumerate(lines):
+  for i, (n, line) in enumerate(lines):
     try:
       # parse_constant: files written before the strict format hold bare NaN / Infinity tokens.
       row = json.loads(line, parse_constant=float)
-    except ValueError:
+    except ValueError as e:
       if i == len(lines) - 1 and not line.endswith("\n"):
         break  # the write a killed run did not finish; the resumed run logs that step again
-      raise
+      raise ValueError(f"line {n} is not JSON ({e})") from None
+    if not isinstance(row, dict) or not _is_step(row.get("step")):
+      got = f"a {type(row).__name__}" if not isinstance(row, dict) else (
+          "no 'step'" if "step" not in row else f"step={row['step']!r}")
+      raise ValueError(f"line {n} is not a logged step (a JSON object with an integer 'step'; it has {got})")
     rows.append({k: from_strict_json(v) for k, v in row.items()})
   return rows
+
+
+def _is_step(value: Any) -> bool:
+  return isinstance(value, int) and not isinstance(value, bool)
 
 
 class Workdir:
@@ -159,8 +168,8 @@ class Workdir:
 def read_metrics(workdir: str) -> list[dict[str, Any]]:
   """The rows of ``workdir/metrics.jsonl``, ``null`` (a non-finite value) read back as NaN.
 
-  A last line cut short by a killed run is skipped; any other line that is not JSON raises
-  ``ValueError``.
+  A last line cut short by a killed run is skipped; any other line that is not JSON, or is not
+  an object with an integer ``"step"``, raises ``ValueError`` naming the line.
 
   Args:
     workdir: a training workdir.

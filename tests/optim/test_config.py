@@ -116,3 +116,12 @@ def test_onecycle_with_cycle_momentum_sets_lr_and_b1_per_step():
 def test_bad_onecycle_settings_name_the_key(kw, match):
   with pytest.raises(InputError, match=match):
     optimizer_from_config(_cfg(name="adam", learning_rate=1e-3, **kw), 10)
+
+
+@pytest.mark.parametrize("patterns", [(".*",), ("dense", "norm"), ("^",)])
+def test_freezing_every_parameter_is_refused(patterns):
+  opt = optimizer_from_config(_cfg(name="sgd", learning_rate=0.1, freeze=patterns), 10)
+  with pytest.raises(InputError, match=r"optimizer.freeze=.* freezes every parameter \(3 of them\): training would "
+                                       r"change nothing; allowed: patterns that leave some parameter trainable"):
+    opt.init(_params())
+  optimizer_from_config(_cfg(name="sgd", learning_rate=0.1, freeze=("dense",)), 10).init(_params())  # "norm" trains

@@ -67,3 +67,30 @@ def test_old_files_with_bare_nan_are_read_and_rewritten_strict(tmp_path):
   assert math.isnan(read_metrics(str(tmp_path))[0]["loss"])
   MetricsWriter(str(tmp_path), resume_step=2, tensorboard=False)  # a resume rewrites the kept lines
   assert strict_rows(tmp_path / "metrics.jsonl") == [{"step": 1, "loss": None}, {"step": 2, "loss": [None, 1.0]}]
+
+
+def test_resume_after_a_kill_mid_row_drops_the_cut_line_and_logs_on(tmp_path):
+  # A run killed while writing its row at step 15: the file ends in half a line.
+  (tmp_path / "metrics.jsonl").write_text('{"step": 5, "loss": 1.0}\n{"step": 10, "loss": 0.5}\n{"step": 15, "lo')
+  w = MetricsWriter(str(tmp_path), resume_step=10, tensorboard=False)  # resumed from the checkpoint at 10
+  assert w.last_row()["step"] == 10
+  w.write(15, {"loss": 0.25})
+  assert [r["step"] for r in strict_rows(tmp_path / "metrics.jsonl")] == [5, 10, 15]
+  assert os.listdir(tmp_path) == ["metrics.jsonl"]  # no temporary file left beside it
+
+
+def test_resume_rewrite_goes_through_a_replace_and_a_failure_keeps_the_history(tmp_path, monkeypatch):
+  text = '{"step": 5, "loss": 1.0}\n{"step": 10, "loss": 0.5}\n'
+  (tmp_path / "metrics.jsonl").write_text(text)
+  replaced = []
+
+  def killed(src, dst):  # the process dies at the moment of the rewrite
+    replaced.append((os.path.dirname(src), os.path.basename(dst)))
+    raise OSError("killed")
+
+  monkeypatch.setattr(os, "replace", killed)
+  with pytest.raises(OSError, match="killed"):
+    MetricsWriter(str(tmp_path), resume_step=5, tensorboard=False)
+  assert replaced == [(str(tmp_path), "metrics.jsonl")]  # written beside the file, then moved over it
+  assert (tmp_path / "metrics.jsonl").read_text() == text  # the history is intact
+  assert os.listdir(tmp_path) == ["metrics.jsonl"]
