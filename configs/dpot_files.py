@@ -23,7 +23,10 @@ Keys beyond ``configs/dpot_pde.py``'s: ``data.source`` "files", ``data.master`` 
 ``$JAXLAB_PDE_MASTER``), ``data.root`` (the folder the table's relative paths start from; "" = the
 table's folder), ``data.names`` (the table's sets in this run, DPOT's ``train_paths``; () = all,
 in table order; ``data.weights`` follow this order), ``data.verify_files`` (read every record once
-before training, so a NaN record is reported at the start rather than when first drawn). Train
+before training, so a NaN record is reported at the start rather than when first drawn),
+``data.allow_external_links`` (False: HDF5 external links, external raw storage and virtual datasets
+in a data file are refused, since through them a file could make the loader read any file on the
+machine; True follows them, for files you trust). Train
 and test trajectories are the table's ``train_size`` / ``test_size`` records; each set's test
 horizon is its ``t_test`` (``data.rollout_steps`` > 0 overrides it). ``data.resolution`` is DPOT's
 ``res`` (128). Fine-tuning (``:finetune``) uses the trainer's keys (``init_from.workdir``,
@@ -50,7 +53,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data = ml_collections.ConfigDict({
       "source": "files", "master": "", "root": "", "names": (), "weights": (),
       "mixture_rule": "size_times_weight", "channel_padding": "ones", "resolution": 128, "num_channels": 0,
-      "eval_trajectories": 8, "rollout_steps": 0, "verify_files": False})
+      "eval_trajectories": 8, "rollout_steps": 0, "verify_files": False,
+      "allow_external_links": False})
   if not tiny:
     c.model = ml_collections.ConfigDict({"name": "dpot", "size": "Ti"})  # the official pre-training Ti
     c.batch_size = 20  # the official Ti's per-GPU batch (configs/pretrain_tiny.yaml)

@@ -19,6 +19,9 @@ model with ``num_classes=0`` skips those keys and reports them in the returned `
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import pickle
 import re
 from typing import Any, Callable, Mapping
 
@@ -163,12 +166,37 @@ def params_to_state_dict(params: Mapping[str, Any], model: DPOT) -> dict[str, np
 
 
 def load_torch_checkpoint(path: str) -> dict[str, np.ndarray]:
-  """Reads an official ``.pth`` (needs torch, which jaxlab does not depend on) into numpy arrays."""
+  """Reads an official ``.pth`` (needs torch, which jaxlab does not depend on) into numpy arrays.
+
+  The file is loaded with ``torch.load(..., weights_only=True)``: tensors and plain containers only,
+  so a checkpoint cannot run code when read. The official DPOT checkpoints are plain state dicts, or
+  ``{"model": state_dict, ...}``; DPOT's training scripts also save their ``argparse.Namespace`` under
+  ``"args"``, which is allowed (where torch has ``torch.serialization.safe_globals``).
+
+  Args:
+    path: the ``.pth`` file.
+
+  Returns:
+    Parameter name -> numpy array (a ``"model"`` wrapper and DDP's ``module.`` prefix removed).
+
+  Raises:
+    InputError: torch is missing, or the file is not a checkpoint ``weights_only`` loading reads.
+  """
   try:
     import torch  # pylint: disable=import-outside-toplevel
   except ImportError as e:
     raise InputError(f"reading {path!r} needs torch, which is not installed; pass a dict of numpy arrays instead") from e
-  ckpt = torch.load(path, map_location="cpu", weights_only=False)
+  safe_globals = getattr(getattr(torch, "serialization", None), "safe_globals", None)
+  allowed = safe_globals([argparse.Namespace]) if safe_globals else contextlib.nullcontext()
+  try:
+    with allowed:
+      ckpt = torch.load(path, map_location="cpu", weights_only=True)  # never unpickles code
+  except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError) as e:
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    raise InputError(f"checkpoint {path!r} cannot be read with torch.load(weights_only=True): {reason}; an "
+                     "official DPOT checkpoint is a state dict of tensors (or {'model': state_dict, ...})") from None
+  check(isinstance(ckpt, Mapping), f"checkpoint {path!r} holds a {type(ckpt).__name__}; must be a state dict "
+        "(parameter name -> tensor) or {'model': state_dict, ...}")
   return {k: v.detach().cpu().numpy() for k, v in _strip_prefixes(ckpt).items() if hasattr(v, "detach")}
 
 

@@ -7,7 +7,9 @@ numpy arrays before any parameter is built, so every case takes milliseconds.
 from __future__ import annotations
 
 import os
+import pickle
 import sys
+import types
 from typing import Any, Callable
 
 import numpy as np
@@ -15,7 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from jaxlab.pde.convert import convert_state_dict  # noqa: E402
+from jaxlab.pde.convert import convert_state_dict, load_torch_checkpoint  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 from tests.pde.fixtures import load, model_from_config  # noqa: E402
 
@@ -69,7 +71,35 @@ CASES: list[Case] = [
      "unexpected ['blocks.9.filter.w1']"),
     ("dpot convert", "mis-shaped key (kept)", _convert("time_agg_layer.w", np.zeros((5, 16, 16), np.float32)),
      "time_agg_layer.w: expected (4, 16, 16), got (5, 16, 16)"),
+    ("dpot convert", "checkpoint that weights_only loading refuses", lambda: _load_pth(pickle.UnpicklingError(
+        "Weights only load failed. Unsupported global: GLOBAL posix.system")),
+     "checkpoint 'model.pth' cannot be read with torch.load(weights_only=True): Weights only load failed."),
+    ("dpot convert", "truncated checkpoint", lambda: _load_pth(RuntimeError(
+        "PytorchStreamReader failed reading zip archive: failed finding central directory")),
+     "cannot be read with torch.load(weights_only=True): PytorchStreamReader failed reading zip archive"),
+    ("dpot convert", "checkpoint holding a list", lambda: _load_pth([1, 2]),
+     "checkpoint 'model.pth' holds a list; must be a state dict"),
 ]
+
+
+def _load_pth(result: Any) -> Any:
+  """load_torch_checkpoint with a fake torch (torch is not a dependency) whose load raises or returns ``result``."""
+  def load(path, **kw):
+    assert kw["weights_only"] is True
+    if isinstance(result, Exception):
+      raise result
+    return result
+  fake = types.ModuleType("torch")
+  fake.load = load
+  saved = sys.modules.get("torch")
+  sys.modules["torch"] = fake
+  try:
+    return load_torch_checkpoint("model.pth")
+  finally:
+    if saved is None:
+      del sys.modules["torch"]
+    else:
+      sys.modules["torch"] = saved
 
 
 @pytest.mark.parametrize("area,what,call,fragment", CASES, ids=[f"{a}: {w}" for a, w, _, _ in CASES])

@@ -1,5 +1,10 @@
 """Official state dict -> jaxlab params: round trip, scanned layout, wrappers, and InputErrors that list every problem."""
 
+import argparse
+import contextlib
+import sys
+import types
+
 import chex
 import jax
 import numpy as np
@@ -80,3 +85,33 @@ def test_reading_a_pth_without_torch_is_an_input_error(tmp_path):
     pass
   with pytest.raises(InputError, match="needs torch"):
     load_torch_checkpoint(str(tmp_path / "model.pth"))
+
+
+class _FakeTensor:
+  """What load_torch_checkpoint uses of a torch tensor."""
+
+  def __init__(self, value):
+    self.value = value
+
+  def detach(self):
+    return self
+
+  def cpu(self):
+    return self
+
+  def numpy(self):
+    return self.value
+
+
+def test_pth_is_loaded_with_weights_only(monkeypatch, tmp_path):
+  # torch is not a dependency: a fake module records how torch.load is called
+  calls, allowed = [], []
+  fake = types.ModuleType("torch")
+  fake.load = lambda path, **kw: calls.append((path, kw)) or {
+      "model": {"module.pos_embed": _FakeTensor(np.ones(2, np.float32))}, "args": argparse.Namespace(lr=1e-3)}
+  fake.serialization = types.SimpleNamespace(safe_globals=lambda g: allowed.append(g) or contextlib.nullcontext())
+  monkeypatch.setitem(sys.modules, "torch", fake)
+  out = load_torch_checkpoint(str(tmp_path / "model.pth"))
+  assert calls == [(str(tmp_path / "model.pth"), {"map_location": "cpu", "weights_only": True})]
+  assert allowed == [[argparse.Namespace]]  # DPOT's training scripts save their args beside the weights
+  assert list(out) == ["pos_embed"]

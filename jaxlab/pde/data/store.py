@@ -56,6 +56,23 @@ def check_finite(array: np.ndarray, name: str, what: str = "loaded", chunk: int 
       raise InputError(f"data set {name!r}: {what} trajectory {start + bad} has non-finite values")
 
 
+def _open_npy(path: Path, fix: str) -> np.ndarray:
+  """``path`` memory-mapped read-only; a damaged file is one line naming it (and ``fix``), not numpy's error.
+
+  Refused: a truncated file, an object-dtype array (it cannot be mapped, and reading it would unpickle),
+  an ``.npz`` archive or anything else that is not one ``.npy`` array.
+  """
+  try:
+    array = np.load(path, mmap_mode="r", allow_pickle=False)
+  except (OSError, ValueError, EOFError) as e:
+    reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+    raise InputError(f"cache {path} is not a readable .npy array ({reason}; truncated or damaged?); {fix}") from None
+  if not isinstance(array, np.ndarray):  # np.load opens an .npz archive whatever the file's name
+    array.close()
+    raise InputError(f"cache {path} is an .npz archive, not one .npy array; {fix}")
+  return array
+
+
 def _json_roundtrip(settings: dict[str, Any]) -> Any:
   return json.loads(json.dumps(settings, sort_keys=True))
 
@@ -66,10 +83,14 @@ def load_cached(spec: DatasetSpec, cache_dir: str | os.PathLike | None = None, *
   folder = dataset_dir(spec, cache_dir)
   if not (folder / DATA_FILE).exists() or not (folder / SETTINGS_FILE).exists():
     return None
-  stored = json.loads((folder / SETTINGS_FILE).read_text())
+  try:
+    stored = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
+  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise InputError(f"cache {folder / SETTINGS_FILE} is not readable JSON ({e}); delete the folder {folder} to "
+                     "regenerate") from None
   if stored != _json_roundtrip(spec.settings()):
     raise InputError(f"cache {folder} holds other settings than data set {spec.name!r}; delete it")
-  array = np.load(folder / DATA_FILE, mmap_mode="r")
+  array = _open_npy(folder / DATA_FILE, f"delete the folder {folder} to regenerate")
   if array.shape != spec.shape or array.dtype != np.float32:
     raise InputError(f"cache {folder / DATA_FILE} has shape {array.shape} / {array.dtype}; data set "
                      f"{spec.name!r} needs {spec.shape} / float32; delete the folder to regenerate")

@@ -7,7 +7,9 @@ is generated or compiled, so every case takes milliseconds (none solves a PDE).
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
 import tempfile
 from typing import Any, Callable
@@ -21,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirna
 
 from jaxlab.pde.data import (FAMILIES, dataset_spec, default_mixture, fno_navier_stokes, generate,  # noqa: E402
                              load_or_generate, make_dataset, mixture_batch, rollout_eval_data)
+from jaxlab.pde.data import store  # noqa: E402
 from jaxlab.pde.data.grf import fno_gaussian_random_field  # noqa: E402
 from jaxlab.pde.data.steppers import FitzHughNagumo, ForcedNavierStokesVorticity, rollout_frames  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
@@ -49,6 +52,32 @@ _DATASET = make_dataset("d", np.zeros((6, 8, 8, 8, 1), np.float32), num_test=2)
 
 def _rollout_data(*args: Any, **kw: Any) -> Callable[[], Any]:
   return lambda: rollout_eval_data([_DATASET], *args, **kw)
+
+
+def _truncated(path, shape) -> None:
+  np.save(path, np.zeros(shape, np.float32))
+  os.truncate(path, os.path.getsize(path) // 2)
+
+
+def _npz(path) -> None:
+  with open(path, "wb") as f:  # a file object: np.savez would append .npz to a name
+    np.savez(f, a=np.zeros(3))
+
+
+def _damaged_cache(write: Callable[[Any, tuple], None], settings: bytes | None = None) -> Callable[[], Any]:
+  """Loads a tiny set from a cache folder whose files ``write`` (and ``settings``) damage; nothing is generated."""
+  def run():
+    spec = dataset_spec("ns_fno", 2, resolution=8)
+    cache = tempfile.mkdtemp(prefix="jaxlab-bad-cache-")
+    try:
+      folder = store.dataset_dir(spec, cache)
+      folder.mkdir(parents=True)
+      (folder / store.SETTINGS_FILE).write_bytes(settings or json.dumps(spec.settings()).encode())
+      write(folder / store.DATA_FILE, spec.shape)
+      return load_or_generate(spec, cache, progress=False)
+    finally:
+      shutil.rmtree(cache, ignore_errors=True)
+  return run
 
 
 CASES: list[Case] = [
@@ -172,6 +201,17 @@ CASES: list[Case] = [
     ("pde data", "num_test of all trajectories",
      lambda: make_dataset("d", np.zeros((4, 3, 8, 8, 1), np.float32), num_test=4),
      "data set 'd': num_test=4 must be in [0, 3]"),
+    # a damaged cache file is named, not numpy's error
+    ("pde data", "truncated cached .npy", _damaged_cache(lambda path, shape: _truncated(path, shape)),
+     "trajectories.npy is not a readable .npy array ("),
+    ("pde data", "object-dtype cached .npy", _damaged_cache(
+        lambda path, shape: np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)),
+     "trajectories.npy is not a readable .npy array (Array can't be memory-mapped"),
+    ("pde data", "an .npz archive as the cached .npy", _damaged_cache(lambda path, shape: _npz(path)),
+     "trajectories.npy is an .npz archive, not one .npy array; delete the folder"),
+    ("pde data", "non-UTF-8 cache settings", _damaged_cache(
+        lambda path, shape: np.save(path, np.zeros(shape, np.float32)), settings=b"\xff{}"),
+     "settings.json is not readable JSON ("),
 ]
 
 

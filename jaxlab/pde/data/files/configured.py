@@ -3,7 +3,10 @@
 Config keys (``configs/dpot_files.py``): ``data.master`` (the master table; "" = ``$JAXLAB_PDE_MASTER``),
 ``data.root`` (the folder relative table paths start from; "" = the table's folder),
 ``data.names`` (the table's sets to use, DPOT's ``train_paths``; () = every set, in table
-order), plus the task's ``t_in``, ``t_out``, ``data.rollout_steps``, ``data.eval_trajectories``
+order), ``data.allow_external_links`` (False: a data file's HDF5 external links, external raw
+storage and virtual datasets are refused, since through them a data file could make the loader read
+any file on the machine; True follows them, for files you trust), plus the task's ``t_in``,
+``t_out``, ``data.rollout_steps``, ``data.eval_trajectories``
 and ``data.num_channels``. Every check names the set, its file and the config key.
 """
 
@@ -13,7 +16,7 @@ import dataclasses
 import os
 from typing import Any
 
-from jaxlab.errors import InputError, check, is_int
+from jaxlab.errors import InputError, check, check_bool, is_int
 from jaxlab.pde.data.files.master import MasterEntry, load_master
 from jaxlab.pde.data.files.open import open_set
 from jaxlab.pde.data.loader import PDEDataset
@@ -73,10 +76,12 @@ def file_sets(config: Any) -> list[FileSet]:
   data = config["data"]
   t_in, t_out, steps = config["t_in"], config["t_out"], data.get("rollout_steps", 0)
   evals, num_channels = data.get("eval_trajectories", 0), data.get("num_channels", 0)
+  links = data.get("allow_external_links", False)
+  check_bool(links, "data.allow_external_links")
   entries, root = selected_entries(data)
   out = []
   for entry in entries:
-    dataset = open_set(entry, root)
+    dataset = open_set(entry, root, links)
     frames, channels = dataset.num_frames, dataset.num_channels
     path = dataset.trajectories.parts[0][0].source
     where = f"data set {entry.name!r} ({path})"
@@ -106,9 +111,10 @@ def widest_channels(config: Any) -> int:
 
 
 def check_file_keys(data: Any) -> None:
-  """The files-only keys' types (``data.verify_files``), before any file is opened."""
+  """The files-only keys' types (``data.verify_files``, ``data.allow_external_links``), before any file is opened."""
   verify = data.get("verify_files", False)
   check(isinstance(verify, bool), f"data.verify_files={verify!r} must be True or False")
+  check_bool(data.get("allow_external_links", False), "data.allow_external_links")
   check(is_int(data.get("eval_trajectories", 0)) and data.get("eval_trajectories", 0) >= 0,
         f"data.eval_trajectories={data.get('eval_trajectories')!r} must be an int >= 0 (test trajectories rolled "
         "out per set at evaluation; 0: all)")

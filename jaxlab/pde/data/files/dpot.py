@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from jaxlab.errors import InputError, check
-from jaxlab.pde.data.files.records import Records, check_dtype, member, open_hdf5, strided
+from jaxlab.pde.data.files.records import Records, check_dtype, check_field, open_hdf5, strided
 
 KEY = "data"  # the dataset name in both layouts (griddataset.py:67, 142)
 _ALLOWED = "DPOT's layout stores trajectories under 'data' as (N, X, Y, T) or (N, X, Y, T, C)"
@@ -28,13 +28,14 @@ _ALLOWED_SCATTER = "DPOT's scatter storage holds one trajectory per data_{i}.hdf
 class DPOTFile(Records):
   """DPOT's one-file layout: ``data`` (N, X, Y, T[, C]); trajectory ``i`` is ``data[i]``."""
 
-  def __init__(self, name: str, path: str, stride: tuple[int, int] = (1, 1)):
-    super().__init__(name, path, stride)
-    data = member(self.file(path), KEY, path, _ALLOWED)
+  def __init__(self, name: str, path: str, stride: tuple[int, int] = (1, 1), allow_external_links: bool = False):
+    super().__init__(name, path, stride, allow_external_links)
+    data = self.member(self.file(path), KEY, path, _ALLOWED)
     check_dtype(data, path)
     check(data.ndim in (4, 5), f"data set {name!r}: {path}:'data' has shape {data.shape} (rank {data.ndim}); "
           f"{_ALLOWED}")
     n, *grid, frames = data.shape[:4]
+    check_field(f"data set {name!r}: {path}:'data'", data.shape, frames, grid, self.stride, "(N, X, Y, T[, C])")
     channels = data.shape[4] if data.ndim == 5 else 1
     self.shape = (n, frames, *strided(grid, self.stride), channels)
 
@@ -56,8 +57,9 @@ class DPOTScatter(Records):
   shape of record 0 sets the set's shape, and each record read is checked against it.
   """
 
-  def __init__(self, name: str, folder: str, count: int, stride: tuple[int, int] = (1, 1)):
-    super().__init__(name, folder, stride)
+  def __init__(self, name: str, folder: str, count: int, stride: tuple[int, int] = (1, 1),
+               allow_external_links: bool = False):
+    super().__init__(name, folder, stride, allow_external_links)
     check(os.path.isdir(folder), f"data set {name!r}: scatter storage folder {folder} does not exist"
           + (" (it is a file; set scatter_storage=False for DPOT's one-file layout)" if os.path.isfile(folder) else ""))
     missing = next((i for i in range(count) if not os.path.isfile(self.path(i))), None)
@@ -68,11 +70,13 @@ class DPOTScatter(Records):
       self.shape = (0, 0, 0, 0, 0)
       return
     with open_hdf5(self.path(0), f"data set {name!r}") as f:  # one file per record: none is kept open
-      first = member(f, KEY, self.path(0), _ALLOWED_SCATTER)
+      first = self.member(f, KEY, self.path(0), _ALLOWED_SCATTER)
       check_dtype(first, self.path(0))
       check(first.ndim in (3, 4), f"data set {name!r}: {self.path(0)}:'data' has shape {first.shape} "
             f"(rank {first.ndim}); {_ALLOWED_SCATTER}")
       shape = first.shape
+      check_field(f"data set {name!r}: {self.path(0)}:'data'", shape, shape[2], shape[:2], self.stride,
+                  "(X, Y, T[, C])")
     channels = shape[3] if len(shape) == 4 else 1
     self.shape = (count, shape[2], *strided(shape[:2], self.stride), channels)
 
@@ -85,7 +89,7 @@ class DPOTScatter(Records):
   def _read(self, index: int, start: int, stop: int) -> np.ndarray:
     path = self.path(index)
     with open_hdf5(path, f"data set {self.name!r}") as f:  # DPOT opens each record's file per read too
-      data = member(f, KEY, path, _ALLOWED_SCATTER)
+      data = self.member(f, KEY, path, _ALLOWED_SCATTER)
       if data.ndim not in (3, 4):
         raise InputError(f"data set {self.name!r}: {path}:'data' has shape {data.shape}; {_ALLOWED_SCATTER}")
       sx, sy = self.stride

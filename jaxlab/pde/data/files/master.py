@@ -63,14 +63,101 @@ class MasterEntry:
   fields: tuple[str, ...] = ()
 
 
+# Methods that change a dict in place: a table built with them is not what the parser reads.
+_MUTATORS = ("update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__", "__ior__")
+_MODELLED = (f"master tables are parsed, never run: write each entry at the top level as {TABLE_NAME}[name] = {{...}} "
+             f"and {TABLE_NAME}[name]['key'] = value (loops, conditions, .update(), +=, del are not read)")
+
+
+def _read_text(path: str) -> str:
+  """The file's text as UTF-8; other bytes are one line naming the file, the line and the byte."""
+  try:
+    with open(path, "rb") as f:
+      raw = f.read()
+  except OSError as e:
+    raise InputError(f"master table {path} cannot be read ({e.strerror or e})") from None
+  try:
+    return raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = raw[:e.start].count(b"\n") + 1
+    raise InputError(f"master table {path}: not UTF-8 text (byte {raw[e.start]:#04x} at line {line}, offset "
+                     f"{e.start}); save it as UTF-8") from None
+
+
+def _root_name(node: ast.AST) -> str | None:
+  """``a`` of ``a``, ``a[k]``, ``a.b[k]``..."""
+  while isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred)):
+    node = node.value
+  return node.id if isinstance(node, ast.Name) else None
+
+
+def _stored_roots(target: ast.AST) -> list[str | None]:
+  if isinstance(target, (ast.Tuple, ast.List)):
+    return [r for t in target.elts for r in _stored_roots(t)]
+  return [_root_name(target)]
+
+
+def _targets(node: ast.stmt) -> list[ast.AST]:
+  if isinstance(node, (ast.Assign, ast.Delete)):
+    return list(node.targets)
+  if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+    return [node.target]
+  if isinstance(node, (ast.With, ast.AsyncWith)):
+    return [i.optional_vars for i in node.items if i.optional_vars is not None]
+  return []
+
+
+def _changes(node: ast.stmt, watched: set[str], functions: set[str], own_targets: bool = True) -> bool:
+  """Whether ``node`` itself (not the statements nested in it) changes the table or a watched name."""
+  if own_targets and any(r in watched for t in _targets(node) for r in _stored_roots(t)):
+    return True
+  for child in ast.iter_child_nodes(node):
+    if not isinstance(child, ast.expr):
+      continue
+    for sub in ast.walk(child):
+      if isinstance(sub, ast.NamedExpr) and _root_name(sub.target) in watched:
+        return True
+      if not isinstance(sub, ast.Call):
+        continue
+      func = sub.func
+      if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and _root_name(func.value) == TABLE_NAME:
+        return True
+      if isinstance(func, ast.Name) and func.id in functions:
+        return True
+  return False
+
+
+def _first_change(stmt: ast.stmt, watched: set[str], functions: set[str], own_targets: bool = True) -> ast.stmt | None:
+  """The first statement in ``stmt`` (itself or nested) that changes the table or a watched name, if any."""
+  for node in ast.walk(stmt):
+    if isinstance(node, ast.stmt) and _changes(node, watched, functions, own_targets or node is not stmt):
+      return node
+  return None
+
+
+def _is_entry_target(target: ast.AST) -> bool:
+  """A name, or ``DATASET_DICT[k]...[k]``: the two assignments the parser models."""
+  if isinstance(target, ast.Name):
+    return True
+  while isinstance(target, ast.Subscript):
+    target = target.value
+  return isinstance(target, ast.Name) and target.id == TABLE_NAME
+
+
 def _literal_python_table(path: str) -> dict[str, Any]:
-  """``DATASET_DICT`` of a DPOT-style Python file, by reading its assignments (nothing is executed)."""
-  with open(path, encoding="utf-8") as f:
-    try:
-      tree = ast.parse(f.read(), filename=path)
-    except SyntaxError as e:
-      raise InputError(f"master table {path}: not valid Python (line {e.lineno}: {e.msg})") from None
+  """``DATASET_DICT`` of a DPOT-style Python file, by reading its assignments (nothing is executed).
+
+  A statement that would change the table (or a name its entries use) in a way this reader does not
+  model, e.g. ``DATASET_DICT.update(...)``, ``+=``, ``del`` or an assignment inside ``for`` / ``if``, is
+  refused in one line naming its line, rather than skipped.
+  """
+  text = _read_text(path)
+  try:
+    tree = ast.parse(text, filename=path)
+  except SyntaxError as e:
+    raise InputError(f"master table {path}: not valid Python (line {e.lineno}: {e.msg})") from None
   names: dict[str, Any] = {}
+  functions: set[str] = set()  # the file's functions that change the table when called
 
   def value(node: ast.AST) -> Any:
     if isinstance(node, ast.Name):
@@ -88,8 +175,18 @@ def _literal_python_table(path: str) -> dict[str, Any]:
 
   table: dict[str, Any] | None = None
   for stmt in tree.body:
-    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
-      continue  # imports, functions, the official file's closing pandas call
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):  # not run unless called (checked at the call)
+      if _first_change(stmt, {TABLE_NAME}, functions) is not None:
+        functions.add(stmt.name)
+      continue
+    modelled = isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_entry_target(stmt.targets[0])
+    bad = _first_change(stmt, set(names) | {TABLE_NAME}, functions, own_targets=not modelled)
+    if bad is not None:
+      shown = ast.unparse(bad).splitlines()[0]
+      raise InputError(f"master table {path}:{bad.lineno}: {shown[:100]!r} changes {TABLE_NAME} (or a name its "
+                       f"entries use) in a way this reader does not model; {_MODELLED}")
+    if not modelled:
+      continue  # imports, other names, the official file's closing pandas call
     target = stmt.targets[0]
     if isinstance(target, ast.Name):
       if target.id == TABLE_NAME:
@@ -131,25 +228,24 @@ def load_table(path: str) -> dict[str, dict[str, Any]]:
     Every entry as written, in the file's order.
 
   Raises:
-    InputError: the file is missing, of another kind, or not a table of dicts.
+    InputError: the file is missing, not UTF-8, of another kind, or not a table of dicts; a Python table
+      with a statement that changes it in a way the parser does not model.
   """
   check(os.path.isfile(path), f"master table {path} does not exist")
   ext = os.path.splitext(path)[1].lower()
   if ext == ".py":
     table = _literal_python_table(path)
   elif ext == ".json":
-    with open(path, encoding="utf-8") as f:
-      try:
-        table = json.load(f)
-      except json.JSONDecodeError as e:
-        raise InputError(f"master table {path}: not valid JSON ({e})") from None
+    try:
+      table = json.loads(_read_text(path))
+    except json.JSONDecodeError as e:
+      raise InputError(f"master table {path}: not valid JSON ({e})") from None
   elif ext in (".yaml", ".yml"):
     import yaml  # noqa: PLC0415 - only for YAML tables (PyYAML comes with flax)
-    with open(path, encoding="utf-8") as f:
-      try:
-        table = yaml.safe_load(f)
-      except yaml.YAMLError as e:
-        raise InputError(f"master table {path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    try:
+      table = yaml.safe_load(_read_text(path))
+    except yaml.YAMLError as e:
+      raise InputError(f"master table {path}: not valid YAML ({str(e).splitlines()[0]})") from None
   else:
     raise InputError(f"master table {path}: extension {ext!r}; allowed: .py (DPOT's make_master_file.py style), "
                      ".json, .yaml, .yml")

@@ -5,7 +5,8 @@ The split is DPOT's: the training trajectories are the first ``train_size`` reco
 (utils/griddataset.py:53, 65-76, 142: sample index = position). When both paths name the same file
 (PDEBench's and The Well's single files), the test trajectories are its *last* ``test_size``
 records, as DPOT's conversion of PDEBench splits them (data_generation/preprocess.py:109), and the
-two parts may not overlap.
+two parts may not overlap. Files are told apart by what they are (device and inode), not by how
+their paths are spelt: a ``test_path`` that is a symlink to the training file is that file.
 """
 
 from __future__ import annotations
@@ -21,18 +22,29 @@ from jaxlab.pde.data.files.the_well import TheWell
 from jaxlab.pde.data.loader import PDEDataset, make_dataset
 
 
-def open_records(entry: MasterEntry, path: str, count: int) -> Records:
-  """The records of one of ``entry``'s paths (already resolved) in its format; ``count`` for scatter storage."""
-  stride = entry.downsample
+def open_records(entry: MasterEntry, path: str, count: int, allow_external_links: bool = False) -> Records:
+  """The records of one of ``entry``'s paths (already resolved) in its format; ``count`` for scatter storage.
+
+  ``allow_external_links``: follow HDF5 external links and external storage (``data.allow_external_links``).
+  """
+  stride, links = entry.downsample, allow_external_links
   if entry.format == "dpot":
     if entry.scatter_storage:
-      return DPOTScatter(entry.name, path, count, stride)
-    return DPOTFile(entry.name, path, stride)
+      return DPOTScatter(entry.name, path, count, stride, links)
+    return DPOTFile(entry.name, path, stride, links)
   if entry.format == "pdebench_cfd":
-    return PDEBenchCFD(entry.name, path, entry.fields or CFD_FIELDS, stride)
+    return PDEBenchCFD(entry.name, path, entry.fields or CFD_FIELDS, stride, links)
   if entry.format == "pdebench_groups":
-    return PDEBenchGroups(entry.name, path, stride)
-  return TheWell(entry.name, path, entry.fields, stride)
+    return PDEBenchGroups(entry.name, path, stride, links)
+  return TheWell(entry.name, path, entry.fields, stride, links)
+
+
+def same_file(a: str, b: str) -> bool:
+  """Whether two paths name one file or folder (same device and inode; symlinks and spellings resolved)."""
+  try:
+    return os.path.samefile(a, b)
+  except OSError:  # one is missing: the reader names it
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _check_against_files(entry: MasterEntry, records: Records, where: str) -> None:
@@ -53,12 +65,15 @@ def _check_against_files(entry: MasterEntry, records: Records, where: str) -> No
           f"C={channels} channels of {records.source}; must be in [1, {channels}]")
 
 
-def open_set(entry: MasterEntry, root: str) -> PDEDataset:
+def open_set(entry: MasterEntry, root: str, allow_external_links: bool = False) -> PDEDataset:
   """``entry``'s training then test trajectories as one lazy :class:`PDEDataset` (``num_test = test_size``).
 
   Args:
     entry: a checked master-table entry.
     root: the folder relative paths of the table are relative to.
+    allow_external_links: follow HDF5 external links, external raw storage and virtual datasets
+      (``data.allow_external_links``); by default they are refused, since a data file could make the
+      loader read any file on the machine through them.
 
   Returns:
     A data set whose ``trajectories`` read from the files on indexing; ``eval_channels`` is the
@@ -66,13 +81,17 @@ def open_set(entry: MasterEntry, root: str) -> PDEDataset:
 
   Raises:
     InputError: a missing file or key, a wrong rank, too few records, or a table field that the
-      files contradict, in one line naming the file.
+      files contradict, a test set that is the training set, in one line naming the file.
   """
   where = f"data set {entry.name!r}"
   train_path, test_path = resolve(entry.train_path, root), resolve(entry.test_path, root)
-  train = open_records(entry, train_path, entry.train_size)
-  shared = os.path.abspath(train_path) == os.path.abspath(test_path) and not entry.scatter_storage
-  test = train if shared else open_records(entry, test_path, entry.test_size)
+  identical = same_file(train_path, test_path)
+  check(not (identical and entry.scatter_storage),
+        f"{where}: train_path {train_path} and test_path {test_path} are the same scatter-storage folder; its test "
+        "records data_0.hdf5 .. would be training records: point test_path at the folder of test trajectories")
+  train = open_records(entry, train_path, entry.train_size, allow_external_links)
+  shared = identical and not entry.scatter_storage
+  test = train if shared else open_records(entry, test_path, entry.test_size, allow_external_links)
   for records in ((train,) if shared else (train, test)):
     _check_against_files(entry, records, where)
   n_train, n_test = train.shape[0], test.shape[0]

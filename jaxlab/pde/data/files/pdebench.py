@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 
 from jaxlab.errors import InputError, check
-from jaxlab.pde.data.files.records import Records, check_dtype, member, strided
+from jaxlab.pde.data.files.records import Records, check_dtype, check_field, strided
 
 #: DPOT's channel order for PDEBench's compressible NS (data_generation/preprocess.py:92).
 CFD_FIELDS = ("Vx", "Vy", "density", "pressure")
@@ -34,18 +34,33 @@ _ALLOWED_CFD = "PDEBench's 2-D CFD files hold density, pressure, Vx, Vy as (N, T
 _ALLOWED_GROUPS = "PDEBench's per-sample files hold one group per sample with 'data' (T, X, Y, C)"
 
 
+def _check_coordinates(records: Records, group: h5py.Group, where: str, shape: tuple, expected: dict) -> None:
+  """The coordinate arrays a PDEBench file stores (when it has them) must match the field's axes.
+
+  ``expected``: coordinate dataset -> (axis name, the lengths that fit: T or T + 1 for time).
+  """
+  for key, (axis, lengths) in expected.items():
+    if key not in group:
+      continue
+    coords = records.member(group, key, records.source, "")
+    length = coords.shape[-1] if coords.ndim else None
+    check(length in lengths, f"{where} has shape {shape}, so {axis}={lengths[0]}, but {records.source}:{coords.name} "
+          f"has {length} points; the field's axes must match its coordinates (are they stored in another order?)")
+
+
 class PDEBenchCFD(Records):
   """A ``2D_CFD_*.hdf5`` file: fields ``fields`` (N, T, X, Y) stacked as channels (default DPOT's order)."""
 
-  def __init__(self, name: str, path: str, fields: Sequence[str] = CFD_FIELDS, stride: tuple[int, int] = (1, 1)):
-    super().__init__(name, path, stride)
+  def __init__(self, name: str, path: str, fields: Sequence[str] = CFD_FIELDS, stride: tuple[int, int] = (1, 1),
+               allow_external_links: bool = False):
+    super().__init__(name, path, stride, allow_external_links)
     check(len(fields) >= 1 and all(isinstance(f, str) for f in fields),
           f"data set {name!r}: fields={fields!r} must be a non-empty list of dataset names, e.g. {list(CFD_FIELDS)}")
     self.fields = tuple(fields)
     f = self.file(path)
     shapes = {}
     for field in self.fields:
-      data = member(f, field, path, _ALLOWED_CFD)
+      data = self.member(f, field, path, _ALLOWED_CFD)
       check_dtype(data, path)
       check(data.ndim == 4, f"data set {name!r}: {path}:{field!r} has shape {data.shape} (rank {data.ndim}); "
             f"{_ALLOWED_CFD}")
@@ -53,6 +68,10 @@ class PDEBenchCFD(Records):
     if len(set(shapes.values())) != 1:
       raise InputError(f"data set {name!r}: {path} has fields of different shapes {shapes}; they must match")
     n, frames, *grid = shapes[self.fields[0]]
+    where = f"data set {name!r}: {path}:{self.fields[0]!r}"
+    check_field(where, shapes[self.fields[0]], frames, grid, self.stride, "(N, T, X, Y)")
+    _check_coordinates(self, f, where, shapes[self.fields[0]], {"x-coordinate": ("X", (grid[0],)),
+                       "y-coordinate": ("Y", (grid[1],)), "t-coordinate": ("T", (frames, frames + 1))})
     self.shape = (n, frames, *strided(grid, self.stride), len(self.fields))
 
   def record_name(self, index: int) -> str:
@@ -67,17 +86,22 @@ class PDEBenchCFD(Records):
 class PDEBenchGroups(Records):
   """A per-sample-group file (2-D diffusion-reaction, shallow water): sample i = sorted groups[i]/'data' (T, X, Y, C)."""
 
-  def __init__(self, name: str, path: str, stride: tuple[int, int] = (1, 1)):
-    super().__init__(name, path, stride)
+  def __init__(self, name: str, path: str, stride: tuple[int, int] = (1, 1), allow_external_links: bool = False):
+    super().__init__(name, path, stride, allow_external_links)
     f = self.file(path)
-    self.keys = sorted(k for k in f.keys() if isinstance(f[k], h5py.Group))
+    # member() first: an external link is refused before it is followed
+    self.keys = sorted(k for k in f.keys() if isinstance(self.member(f, k, path, _ALLOWED_GROUPS, object), h5py.Group))
     check(len(self.keys) >= 1, f"data set {name!r}: {path} has no sample groups (it holds {sorted(f.keys())[:8]}); "
           f"{_ALLOWED_GROUPS}")
-    first = member(f[self.keys[0]], "data", path, _ALLOWED_GROUPS)
+    first = self.member(f[self.keys[0]], "data", path, _ALLOWED_GROUPS)
     check_dtype(first, path)
     check(first.ndim == 4, f"data set {name!r}: {path}:{first.name} has shape {first.shape} (rank {first.ndim}); "
           f"{_ALLOWED_GROUPS}")
     frames, gx, gy, channels = first.shape
+    where = f"data set {name!r}: {path}:{first.name}"
+    check_field(where, first.shape, frames, (gx, gy), self.stride, "(T, X, Y, C)")
+    _check_coordinates(self, f[self.keys[0]], where, first.shape, {"grid/x": ("X", (gx,)), "grid/y": ("Y", (gy,)),
+                                                                   "grid/t": ("T", (frames, frames + 1))})
     self.shape = (len(self.keys), frames, *strided((gx, gy), self.stride), channels)
 
   def record_name(self, index: int) -> str:
@@ -85,7 +109,7 @@ class PDEBenchGroups(Records):
 
   def _read(self, index: int, start: int, stop: int) -> np.ndarray:
     group = self.file(self.source)[self.keys[index]]
-    data = member(group, "data", self.source, _ALLOWED_GROUPS)
+    data = self.member(group, "data", self.source, _ALLOWED_GROUPS)
     if data.ndim != 4:
       raise InputError(f"data set {self.name!r}: {self.record_name(index)} has 'data' of shape {data.shape}; "
                        f"{_ALLOWED_GROUPS}")

@@ -36,14 +36,50 @@ def open_hdf5(path: str, where: str) -> h5py.File:
     raise InputError(f"{where}: {path} is not a readable HDF5 file ({e})") from None
 
 
-def member(group: h5py.Group, key: str, path: str, allowed: str, kind: type = h5py.Dataset) -> Any:
-  """``group[key]``, refused in one line (naming the file, the key and the keys it has) when absent."""
+#: The config key that lets a data file read other files through HDF5 (external links, external raw storage,
+#: virtual datasets); off by default, since a data file could then make the loader read any file on the machine.
+ALLOW_EXTERNAL_KEY = "data.allow_external_links"
+
+
+def _refuse_external(what: str) -> None:
+  raise InputError(f"{what}; a data file that reads other files could make the loader read any file on the "
+                   f"machine: refused unless {ALLOW_EXTERNAL_KEY}=True (open_set(..., allow_external_links=True))")
+
+
+def check_storage(dataset: h5py.Dataset, path: str, allow_external: bool = False) -> None:
+  """A dataset's values must lie in ``path`` itself: no external raw storage, no virtual dataset (unless allowed)."""
+  if allow_external:
+    return
+  external = dataset.external
+  if external:
+    _refuse_external(f"{path}:{dataset.name} keeps its values in external raw storage "
+                     f"{[os.fsdecode(e[0]) for e in external][:3]}")
+  if dataset.is_virtual:
+    sources = sorted({s.file_name for s in dataset.virtual_sources()})
+    _refuse_external(f"{path}:{dataset.name} is an HDF5 virtual dataset mapping {sources[:3]}")
+
+
+def member(group: h5py.Group, key: str, path: str, allowed: str, kind: type = h5py.Dataset,
+           allow_external: bool = False) -> Any:
+  """``group[key]``, refused in one line (naming the file, the key and the keys it has) when absent.
+
+  Unless ``allow_external``, an external link (or a link that resolves into another file), and for a
+  dataset external raw storage or a virtual dataset, are refused before anything is read from them.
+  """
+  link = group.get(key, getlink=True)
+  if isinstance(link, h5py.ExternalLink) and not allow_external:
+    _refuse_external(f"{path}:{group.name.rstrip('/')}/{key} is an HDF5 external link to "
+                     f"{link.filename}:{link.path}")
   if key not in group:
     where = path if group.name == "/" else f"{path}:{group.name}"
     raise InputError(f"{where} has no {key!r} (it holds {sorted(group.keys())[:8]}); {allowed}")
   item = group[key]
+  if not allow_external and item.file.filename != group.file.filename:  # e.g. a soft link through an external one
+    _refuse_external(f"{path}:{group.name.rstrip('/')}/{key} resolves into another file, {item.file.filename}")
   if not isinstance(item, kind):
     raise InputError(f"{path}:{item.name} is a {type(item).__name__}, not an HDF5 {kind.__name__}; {allowed}")
+  if isinstance(item, h5py.Dataset):
+    check_storage(item, path, allow_external)
   return item
 
 
@@ -61,6 +97,31 @@ def names(values: Any) -> list[str]:
 def strided(shape: Sequence[int], stride: tuple[int, int]) -> tuple[int, int]:
   """Grid (X, Y) of a stored grid ``shape`` read at every ``stride``-th point (DPOT's ``downsample``)."""
   return -(-shape[0] // stride[0]), -(-shape[1] // stride[1])
+
+
+def check_field(where: str, shape: Sequence[int], frames: int, grid: Sequence[int], stride: tuple[int, int],
+                layout: str) -> None:
+  """A stored array can be a 2-D field over time: X, Y >= 2, T >= 2, and ``downsample`` within the grid.
+
+  Args:
+    where: the file and dataset (``path:'data'``), for the message.
+    shape: the dataset's stored shape, printed as the file has it.
+    frames: its time steps T, read from the axis ``layout`` names.
+    grid: its stored grid (X, Y), read from the axes ``layout`` names.
+    stride: the master table's ``downsample``.
+    layout: the axes the format stores, e.g. ``"(N, X, Y, T[, C])"``.
+
+  Raises:
+    InputError: one line with what was expected and what the file has.
+  """
+  shape = tuple(int(s) for s in shape)
+  gx, gy = (int(g) for g in grid)
+  check(gx >= 2 and gy >= 2, f"{where} has shape {shape}: grid X={gx}, Y={gy} by the layout {layout}; a field "
+        "needs X, Y >= 2 (are the axes stored in another order?)")
+  check(frames >= 2, f"{where} has shape {shape}: T={frames} time steps by the layout {layout}; a trajectory needs "
+        "T >= 2 (t_in + t_out frames; are the axes stored in another order?)")
+  check(stride[0] <= gx and stride[1] <= gy, f"{where}: downsample={tuple(stride)} exceeds its {gx}x{gy} grid "
+        f"(shape {shape}, {layout}); each downsample factor must be <= the grid size along its axis")
 
 
 class TrajectoryArray(abc.ABC):
@@ -112,10 +173,13 @@ class Records(TrajectoryArray):
     source: the file or folder (messages).
     shape: (n, T, X, Y, C) as read, after ``stride``.
     stride: (sx, sy) every sx-th / sy-th stored grid point is read (DPOT's ``downsample``).
+    allow_external_links: follow HDF5 external links, external raw storage and virtual datasets
+      (``data.allow_external_links``); off, they are refused.
   """
 
-  def __init__(self, name: str, source: str, stride: tuple[int, int] = (1, 1)):
+  def __init__(self, name: str, source: str, stride: tuple[int, int] = (1, 1), allow_external_links: bool = False):
     self.name, self.source, self.stride = name, source, tuple(stride)
+    self.allow_external_links = bool(allow_external_links)
     self._pid: int | None = None
     self._files: dict[str, h5py.File] = {}
 
@@ -126,6 +190,10 @@ class Records(TrajectoryArray):
     if path not in self._files:
       self._files[path] = open_hdf5(path, f"data set {self.name!r}")
     return self._files[path]
+
+  def member(self, group: h5py.Group, key: str, path: str, allowed: str, kind: type = h5py.Dataset) -> Any:
+    """``records.member`` (a key of a group, refused when absent or in another file) under ``allow_external_links``."""
+    return member(group, key, path, allowed, kind, self.allow_external_links)
 
   def __getstate__(self) -> dict[str, Any]:
     state = dict(self.__dict__)
@@ -141,7 +209,12 @@ class Records(TrajectoryArray):
     """The raw frames (stop - start, X, Y, C) of record ``index``, any real dtype, unchecked."""
 
   def read(self, index: int, start: int, stop: int) -> np.ndarray:
-    raw = self._read(index, start, stop)
+    try:
+      raw = self._read(index, start, stop)
+    except OSError as e:  # HDF5's own read errors: a corrupt (e.g. compressed) chunk, a truncated file
+      raise InputError(f"data set {self.name!r}: {self.record_name(index)} frames {start}:{stop} cannot be read "
+                       f"({str(e).splitlines()[0] if str(e) else type(e).__name__}); the file is damaged: "
+                       "re-download or regenerate it") from None
     expected = (stop - start, *self.shape[2:])
     if raw.shape != expected:
       raise InputError(f"data set {self.name!r}: {self.record_name(index)} has frames {start}:{stop} of shape "

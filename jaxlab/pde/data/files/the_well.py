@@ -30,7 +30,7 @@ import h5py
 import numpy as np
 
 from jaxlab.errors import InputError, check
-from jaxlab.pde.data.files.records import Records, check_dtype, member, names, strided
+from jaxlab.pde.data.files.records import Records, check_dtype, check_field, names, strided
 
 FIELD_GROUPS = ("t0_fields", "t1_fields", "t2_fields")
 _ALLOWED = "The Well's format (data_format.md of the_well's docs folder): t0_fields/t1_fields/t2_fields, dimensions, n_trajectories"
@@ -49,8 +49,9 @@ def well_files(path: str, where: str) -> list[str]:
 class TheWell(Records):
   """Trajectories of The Well's files: a file or folder; ``fields`` selects time-varying fields by name."""
 
-  def __init__(self, name: str, path: str, fields: Sequence[str] = (), stride: tuple[int, int] = (1, 1)):
-    super().__init__(name, path, stride)
+  def __init__(self, name: str, path: str, fields: Sequence[str] = (), stride: tuple[int, int] = (1, 1),
+               allow_external_links: bool = False):
+    super().__init__(name, path, stride, allow_external_links)
     where = f"data set {name!r}"
     self.files = well_files(path, where)
     counts, layouts = [], []
@@ -64,6 +65,10 @@ class TheWell(Records):
         raise InputError(f"{where}: {file_path} has fields/grid/time {layout}, {self.files[0]} has {first}; "
                          "every file of a set must match")
     frames, grid, spatial, available = first
+    check(bool(available), f"{where}: {self.files[0]} has no time-varying field (its t0_fields, t1_fields and "
+          "t2_fields hold none with time_varying=True); DPOT trains on fields that change over time")
+    check_field(f"{where}: {self.files[0]}:dimensions", (frames, *grid), frames, grid, self.stride,
+                f"(time, {', '.join(spatial)}) of its dimensions group")
     chosen = list(fields) if fields else [f for f, _ in available]
     orders = dict(available)
     unknown = [f for f in chosen if f not in orders]
@@ -81,17 +86,17 @@ class TheWell(Records):
       check(key in f.attrs, f"data set {self.name!r}: {file_path} lacks the root attribute {key!r}; {_ALLOWED}")
     check(int(f.attrs["n_spatial_dims"]) == 2, f"data set {self.name!r}: {file_path} has n_spatial_dims="
           f"{int(f.attrs['n_spatial_dims'])}; jaxlab's DPOT reads 2-D sets only")
-    dims = member(f, "dimensions", file_path, _ALLOWED, kind=h5py.Group)
+    dims = self.member(f, "dimensions", file_path, _ALLOWED, kind=h5py.Group)
     spatial = names(dims.attrs.get("spatial_dims", []))
     check(len(spatial) == 2, f"data set {self.name!r}: {file_path}:dimensions has spatial_dims={spatial}; "
           "must name 2 axes")
-    frames = member(dims, "time", file_path, _ALLOWED).shape[-1]
-    grid = tuple(member(dims, d, file_path, _ALLOWED).shape[-1] for d in spatial)
+    frames = self.member(dims, "time", file_path, _ALLOWED).shape[-1]
+    grid = tuple(self.member(dims, d, file_path, _ALLOWED).shape[-1] for d in spatial)
     fields = []
     for order, group_name in enumerate(FIELD_GROUPS):
-      group = member(f, group_name, file_path, _ALLOWED, kind=h5py.Group)
+      group = self.member(f, group_name, file_path, _ALLOWED, kind=h5py.Group)
       for field in names(group.attrs.get("field_names", [])):
-        data = member(group, field, file_path, _ALLOWED)
+        data = self.member(group, field, file_path, _ALLOWED)
         check_dtype(data, file_path)
         if not bool(data.attrs.get("time_varying", True)):
           continue
@@ -99,6 +104,11 @@ class TheWell(Records):
         lead = (n, frames) if bool(data.attrs.get("sample_varying", True)) else (frames,)
         check(tuple(data.shape[:len(lead)]) == lead, f"data set {self.name!r}: {file_path}:{data.name} has shape "
               f"{data.shape}; its leading axes must be {lead} (n_trajectories, time) by the file's attributes")
+        varying = [bool(v) for v in np.atleast_1d(data.attrs.get("dim_varying", [True, True]))]
+        stored = lead + tuple(g for g, v in zip(grid, varying) if v) + (2,) * order
+        check(tuple(data.shape) == stored, f"data set {self.name!r}: {file_path}:{data.name} has shape {data.shape}; "
+              f"by the file's attributes and dimensions it must be {stored} (n_trajectories, time, {', '.join(spatial)}"
+              f" where dim_varying={varying}, then 2 per tensor order {order})")
         fields.append((field, order))
     return int(f.attrs["n_trajectories"]), (frames, grid, tuple(spatial), tuple(fields))
 

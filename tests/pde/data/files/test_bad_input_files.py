@@ -174,6 +174,71 @@ CASES: list[Case] = [
     ("pde files", "no master table", lambda: file_sets(_config({}, master="")) if not os.environ.get(
         "JAXLAB_PDE_MASTER") else file_sets(_config({}, master=os.path.join(_root(), "none.json"))),
      "master"),
+    # a layout is checked against the axes its format names, not trusted
+    ("pde files", "DPOT grid axis of size 1", lambda: DPOTFile("s", _dpot((4, 8, 1, 10))),
+     ":'data' has shape (4, 8, 1, 10): grid X=8, Y=1 by the layout (N, X, Y, T[, C]); a field needs X, Y >= 2"),
+    ("pde files", "DPOT 1x1 grid", lambda: DPOTFile("s", _dpot((4, 1, 1, 10, 3))), "grid X=1, Y=1"),
+    ("pde files", "DPOT file of one time step", lambda: DPOTFile("s", _dpot((4, 8, 8, 1))),
+     ":'data' has shape (4, 8, 8, 1): T=1 time steps by the layout (N, X, Y, T[, C]); a trajectory needs T >= 2"),
+    ("pde files", "downsample larger than the grid", lambda: open_set(check_entry(
+        "s", layouts.entry(*[_dpot((6, 8, 8, 10))] * 2, 4, 2, 1, downsample=[16, 2]), "m"), _root()),
+     ":'data': downsample=(16, 2) exceeds its 8x8 grid (shape (6, 8, 8, 10), (N, X, Y, T[, C]))"),
+    ("pde files", "scatter record with a grid axis of size 1", lambda: DPOTScatter("s", layouts.dpot_scatter(
+        _path("train"), [_data(1, 8, 6)]), 1), "data_0.hdf5:'data' has shape (1, 8, 6): grid X=1, Y=8"),
+    ("pde files", "PDEBench CFD stored (N, X, Y, T)", lambda: PDEBenchCFD("s", _cfd_axes_swapped()),
+     ":'Vx' has shape (2, 8, 8, 6), so Y=6, but"),
+    ("pde files", "PDEBench groups stored (X, Y, T, C)", lambda: PDEBenchGroups("s", _groups_axes_swapped()),
+     ":/0000/data has shape (8, 4, 6, 2), so X=4, but"),
+    ("pde files", "The Well field against its dimensions", lambda: TheWell("s", layouts.the_well(
+        _path("well.hdf5"), {"u": _data(3, 5, 8, 6)}, t1={"v": _data(3, 5, 6, 8, 2)})),
+     ":/t1_fields/v has shape (3, 5, 6, 8, 2); by the file's attributes and dimensions it must be (3, 5, 8, 6, 2)"),
+    ("pde files", "The Well without a time-varying field", lambda: TheWell("s", _well(
+        field_attrs={"u": {"time_varying": False}})),
+     "has no time-varying field (its t0_fields, t1_fields and t2_fields hold none with time_varying=True)"),
+    # the test set is told apart from the training set by what the file is
+    ("pde files", "test_path a symlink to the train file", lambda: open_set(check_entry("s", layouts.entry(
+        (p := _dpot((6, 8, 8, 10))), _linked(_path("test.hdf5"), p), 5, 2, 1), "m"), _root()),
+     "train_size=5 + test_size=2 exceed the 6 records of"),
+    ("pde files", "one scatter folder for train and test", lambda: open_set(check_entry("s", layouts.entry(
+        *[layouts.dpot_scatter(_path("train"), [_data(8, 8, 6)] * 3)] * 2, 2, 1, 2, scatter_storage=True), "m"),
+        _root()), "are the same scatter-storage folder; its test records data_0.hdf5 .. would be training records"),
+    ("pde files", "scatter test folder a symlink to the train folder", lambda: open_set(check_entry(
+        "s", layouts.entry((p := layouts.dpot_scatter(_path("train"), [_data(8, 8, 6)] * 3)), _linked(_path("test"), p),
+                           2, 1, 2, scatter_storage=True), "m"), _root()), "are the same scatter-storage folder"),
+    # the Python master table: what the parser does not read is refused, not skipped
+    ("pde files", "DATASET_DICT.update in a Python table", lambda: load_master(_python_table(
+        _ENTRY + "DATASET_DICT.update({'b': {}})\n")), "master.py:4: \"DATASET_DICT.update({'b': {}})\" changes "
+     "DATASET_DICT (or a name its entries use) in a way this reader does not model"),
+    ("pde files", "an entry inside a for loop", lambda: load_master(_python_table(
+        _ENTRY + "for n in ['b', 'c']:\n    DATASET_DICT[n] = {'train_path': 'b.hdf5'}\n")),
+     ":5: \"DATASET_DICT[n] = {'train_path': 'b.hdf5'}\" changes DATASET_DICT"),
+    ("pde files", "a field set inside an if", lambda: load_master(_python_table(
+        _ENTRY + "if True:\n    DATASET_DICT[name]['train_size'] = 3\n")),
+     ":5: \"DATASET_DICT[name]['train_size'] = 3\""),
+    ("pde files", "+= on a table field", lambda: load_master(_python_table(
+        _ENTRY + "DATASET_DICT[name]['train_size'] = 1\nDATASET_DICT[name]['train_size'] += 1\n")),
+     ":5: \"DATASET_DICT[name]['train_size'] += 1\" changes DATASET_DICT"),
+    ("pde files", "a name reassigned by a loop", lambda: load_master(_python_table(
+        _ENTRY + "for name in ['b']:\n    pass\n")), ":4: \"for name in ['b']:\" changes"),
+    # a data file that reads other files through HDF5
+    ("pde files", "HDF5 external link", lambda: DPOTFile("s", _external_link()),
+     "train.hdf5:/data is an HDF5 external link to"),
+    ("pde files", "HDF5 external raw storage", lambda: DPOTFile("s", _external_storage()),
+     ":/data keeps its values in external raw storage"),
+    ("pde files", "external link among per-sample groups", lambda: PDEBenchGroups("s", _group_external_link()),
+     "dr.h5:/0001 is an HDF5 external link to"),
+    ("pde files", "external link refused through the config", lambda: file_sets(_config(_table(_external_link()))),
+     "refused unless data.allow_external_links=True"),
+    ("pde files", "data.allow_external_links not a bool", lambda: file_sets(_config(_table(_dpot()),
+                                                                                    allow_external_links="yes")),
+     "data.allow_external_links='yes'; must be True or False"),
+    # damaged files
+    ("pde files", "corrupt compressed chunk", lambda: verify_records(DPOTFile("s", _corrupt_chunk())),
+     ":'data'[1] frames 0:6 cannot be read ("),
+    ("pde files", "non-UTF-8 JSON table", lambda: load_master(_bytes_file("m.json", b'{"a": {"x": "\n\xff"}}')),
+     "m.json: not UTF-8 text (byte 0xff at line 2, offset 14); save it as UTF-8"),
+    ("pde files", "non-UTF-8 Python table", lambda: load_master(_bytes_file("m.py", b"DATASET_DICT = {}\n# \xe9\n")),
+     "m.py: not UTF-8 text (byte 0xe9 at line 2"),
 ]
 
 
@@ -181,6 +246,87 @@ def _python_table(text: str) -> str:
   path = _path("master.py")
   with open(path, "w") as f:
     f.write(text)
+  return path
+
+
+_ENTRY = "DATASET_DICT = {}\nname = 'a'\nDATASET_DICT[name] = {'train_path': 'a.hdf5', 'test_path': 'a.hdf5'}\n"
+
+
+def _bytes_file(name: str, data: bytes) -> str:
+  path = _path(name)
+  with open(path, "wb") as f:
+    f.write(data)
+  return path
+
+
+def _cfd_axes_swapped() -> str:
+  """PDEBench CFD fields written (N, X, Y, T) beside coordinates of an (N, T, X, Y) = (2, 6, 8, 8) set."""
+  import h5py
+  path = layouts.pdebench_cfd(_path("cfd.hdf5"), {k: _data(2, 6, 8, 8) for k in ("density", "pressure", "Vx", "Vy")})
+  with h5py.File(path, "a") as f:
+    for k in ("density", "pressure", "Vx", "Vy"):
+      del f[k]
+      f.create_dataset(k, data=_data(2, 8, 8, 6))
+  return path
+
+
+def _groups_axes_swapped() -> str:
+  """Per-sample groups written (X, Y, T, C) beside grid/x|y|t of (T, X, Y, C) = (6, 8, 4, 2) samples."""
+  import h5py
+  path = layouts.pdebench_groups(_path("dr.h5"), _data(3, 6, 8, 4, 2))
+  with h5py.File(path, "a") as f:
+    for i in range(3):
+      del f[f"{i:04d}/data"]
+      f.create_dataset(f"{i:04d}/data", data=_data(8, 4, 6, 2))
+  return path
+
+
+def _linked(path: str, target: str) -> str:
+  os.symlink(target, path)
+  return path
+
+
+def _external_link() -> str:
+  """A DPOT file whose 'data' is an external link to a dataset of another file."""
+  import h5py
+  other = _dpot((6, 8, 8, 10), name="elsewhere.hdf5")
+  path = _path("train.hdf5")
+  with h5py.File(path, "w") as f:
+    f["data"] = h5py.ExternalLink(other, "/data")
+  return path
+
+
+def _external_storage() -> str:
+  """A DPOT file whose 'data' keeps its values in a raw file beside it (h5py's ``external=``)."""
+  import h5py
+  raw = _path("raw.bin")
+  _data(6, 8, 8, 10).tofile(raw)
+  path = _path("train.hdf5")
+  with h5py.File(path, "w") as f:
+    f.create_dataset("data", shape=(6, 8, 8, 10), dtype="float32", external=[(raw, 0, 6 * 8 * 8 * 10 * 4)])
+  return path
+
+
+def _group_external_link() -> str:
+  """A per-sample-group file whose sample '0001' is an external link to a group of another file."""
+  import h5py
+  other = layouts.pdebench_groups(_path("other.h5"), _data(1, 6, 8, 8, 2))
+  path = layouts.pdebench_groups(_path("dr.h5"), _data(1, 6, 8, 8, 2))
+  with h5py.File(path, "a") as f:
+    f["0001"] = h5py.ExternalLink(other, "/0000")
+  return path
+
+
+def _corrupt_chunk() -> str:
+  """A gzip-compressed DPOT file (one chunk per trajectory) whose chunk 1 is overwritten with junk."""
+  import h5py
+  path = _path("train.hdf5")
+  with h5py.File(path, "w") as f:
+    d = f.create_dataset("data", data=_data(4, 8, 8, 6), chunks=(1, 8, 8, 6), compression="gzip")
+    info = d.id.get_chunk_info(1)
+  with open(path, "r+b") as f:
+    f.seek(info.byte_offset)
+    f.write(b"\xff" * info.size)
   return path
 
 

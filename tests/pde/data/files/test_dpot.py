@@ -41,7 +41,27 @@ def test_scatter_storage_reads_data_i(tmp_path):
   records = DPOTScatter("pdb", folder, 3)  # only the first train_size files are the set
   assert records.shape == (3, 6, 8, 8, 2)
   np.testing.assert_array_equal(records[2, 1:4], np.moveaxis(trajectories[2][:, :, 1:4], 2, 0))
-  # a relative folder in the table is found under the root
-  raw = layouts.entry("train", "train", 3, 1, 2, scatter_storage=True)
+  # a relative folder in the table is found under the root; the test folder's data_0 is the first test record
+  layouts.dpot_scatter(tmp_path / "test", trajectories[3:])
+  raw = layouts.entry("train", "test", 3, 1, 2, scatter_storage=True)
   ds = open_set(check_entry("pdb", raw, "test"), str(tmp_path))
-  np.testing.assert_array_equal(ds.trajectories[3, :], np.moveaxis(trajectories[0], 2, 0))  # test = data_0
+  np.testing.assert_array_equal(ds.trajectories[3, :], np.moveaxis(trajectories[3], 2, 0))  # test = test/data_0
+
+
+def test_a_symlinked_test_file_is_the_train_file(tmp_path):
+  # one file by device and inode: its last test_size records are the test set, not its first ones
+  data = _random(6, 8, 8, 10)
+  train = layouts.dpot_file(tmp_path / "train.hdf5", data)
+  (tmp_path / "test.hdf5").symlink_to(train)
+  ds = open_set(check_entry("a", layouts.entry(train, tmp_path / "test.hdf5", 4, 2, 2), "test"), str(tmp_path))
+  np.testing.assert_array_equal(ds.trajectories[4, :], np.moveaxis(data[4, ..., None], 2, 0))
+
+
+def test_external_links_are_followed_when_allowed(tmp_path):
+  import h5py
+  data = _random(4, 8, 8, 6)
+  other = layouts.dpot_file(tmp_path / "elsewhere.hdf5", data)
+  with h5py.File(tmp_path / "train.hdf5", "w") as f:
+    f["data"] = h5py.ExternalLink(other, "/data")
+  records = DPOTFile("a", str(tmp_path / "train.hdf5"), allow_external_links=True)
+  np.testing.assert_array_equal(records[2, :], np.moveaxis(data[2, ..., None], 2, 0))

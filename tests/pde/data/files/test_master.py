@@ -89,3 +89,11 @@ def test_relative_paths_start_at_the_root():
   assert resolve("./data/a.hdf5", os.path.join(os.sep, "r")) == os.path.join(os.sep, "r", "data", "a.hdf5")
   assert resolve(os.path.join(os.sep, "abs", "a.hdf5"), "ignored") == os.path.join(os.sep, "abs", "a.hdf5")
   assert resolve(os.path.join("~", "a.hdf5"), "ignored") == os.path.expanduser(os.path.join("~", "a.hdf5"))
+
+
+def test_statements_that_leave_the_table_alone_are_accepted(tmp_path):
+  # a loop, a condition and a function (not called) that do not touch DATASET_DICT or the names its entries use
+  path = tmp_path / "master.py"
+  path.write_text(PYTHON_TABLE + "for i in range(2):\n    print(i)\nif False:\n    other = 1\n"
+                  "def add(n):\n    DATASET_DICT[n] = {}\n")
+  assert list(load_master(str(path))) == ["ns2d_fno_1e-5", "cfdbench"]
