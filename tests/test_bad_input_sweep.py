@@ -248,8 +248,15 @@ CASES: list[Case] = [
                          ("learning_rate", "1e-3", "learning_rate must be a number, got '1e-3'")]],
     *[("momo", f"momo_adam({k}={v!r})", (lambda k=k, v=v: momo_adam(**{k: v})), frag)
       for k, v, frag in [("b1", 1.5, "b1 must be in [0.0, 1.0), got 1.5"), ("b2", -1.0, "b2 must be in [0.0, 1.0)"),
-                         ("eps", -1e-8, "eps must be a finite number >= 0.0"), ("weight_decay_mode", "l2", "weight_decay_mode must be"),
+                         ("eps", -1e-8, "eps must be a finite number > 0"),
+                         ("eps", 0.0, "eps must be a finite number > 0 (added to sqrt(v): 0 gives 0/0 = NaN where a gradient "
+                                      "is 0), got 0.0"),
+                         ("weight_decay_mode", "l2", "weight_decay_mode must be"),
                          ("adapt_lower_bound", 1, "adapt_lower_bound must be True or False, got 1")]],
+    ("momo", "schedule turning negative", lambda: momo(learning_rate=optax.linear_schedule(1.0, -0.1, 1000)),
+     "momo: learning_rate (a schedule) gives -0.1 at step 1000; must be finite and >= 0 at every step"),
+    ("momo", "momo_adam negative schedule", lambda: momo_adam(learning_rate=lambda count: -1e-3 + 0 * count),
+     "momo_adam: learning_rate (a schedule) gives -0.001 at step 0"),
     ("momo", "int32 params", lambda: momo().init({"w": jnp.ones(3, jnp.int32)}), "params must be floating point"),
     ("momo", "update without value", _momo_update(params={"w": jnp.ones(3)}), "value=loss"),
     ("momo", "update without params", _momo_update(value=jnp.ones(())), "needs the current params"),

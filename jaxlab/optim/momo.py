@@ -9,22 +9,67 @@ Rates", ICML 2024 (arXiv 2305.07583). Follows the official PyTorch code (fabian-
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Literal, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxlab.errors import InputError, check, check_bool, check_range, is_real, is_traced
+from jaxlab.errors import InputError, check, check_bool, check_positive, check_range, is_real, is_traced
 from jaxlab.optim import _momo_common as common
+from jaxlab.optim.schedules import check_schedule_nonnegative
 
 WeightDecayMode = Literal["divide", "adamw"]
 
 
 def _check_learning_rate(opt: str, learning_rate: optax.ScalarOrSchedule) -> None:
-  """A schedule is checked by optax when called; a number must be finite and >= 0."""
-  if not callable(learning_rate):
+  """A number must be finite and >= 0; a schedule too, at a few concrete steps (a negative cap ascends)."""
+  if callable(learning_rate):
+    check_schedule_nonnegative(learning_rate, f"{opt}: learning_rate")
+  else:
     check_range(learning_rate, f"{opt}: learning_rate", 0.0, got=True)
+
+
+def momo_frozen(state: MomoState | MomoAdamState, value: jax.Array) -> jax.Array:
+  """Whether MoMo's last step was frozen by its lower bound: ``step_size == 0`` with ``lb > value``.
+
+  A lower bound above the loss makes the truncated model's step ``[f - lb + ...]_+`` zero, so
+  the parameters stop moving without an error. Under ``jit`` nothing can be raised, so the state
+  carries what tells it (``step_size`` and ``lb``) and this reads it (cheaply: two scalar
+  comparisons, traced or not); called eagerly, ``update`` also warns once by itself. The remedy
+  is a lower ``lower_bound`` or ``adapt_lower_bound=True``.
+
+  Args:
+    state: the state :func:`momo` or :func:`momo_adam` returned from ``update``.
+    value: the loss passed to that ``update``.
+
+  Returns:
+    A bool scalar array.
+
+  Examples:
+    >>> import jax, jax.numpy as jnp
+    >>> from jaxlab.optim import momo, momo_frozen
+    >>> opt = momo(lower_bound=5.0)  # above the loss, 3.0
+    >>> x = jnp.ones(3); state = opt.init(x)
+    >>> loss, g = jax.value_and_grad(lambda x: jnp.sum(x**2))(x)
+    >>> step = jax.jit(lambda g, state, x, loss: opt.update(g, state, x, value=loss))
+    >>> u, state = step(g, state, x, loss)
+    >>> bool(momo_frozen(state, loss)), float(state.step_size)
+    (True, 0.0)
+  """
+  return (state.step_size == 0) & (state.lb > jnp.asarray(value, state.lb.dtype))
+
+
+def _warn_if_frozen(opt: str, warned: list[bool], state: MomoState | MomoAdamState, value: jax.Array) -> None:
+  """Eager use only (concrete values): say once that the lower bound froze the parameters."""
+  if warned[0] or any(is_traced(x) for x in (state.step_size, state.lb, value)):
+    return
+  if bool(momo_frozen(state, value)):
+    warned[0] = True
+    warnings.warn(f"{opt}: step_size=0 with lower bound lb={float(state.lb):g} above the loss {float(value):g}: "
+                  "the parameters are not moving; lower lower_bound (or set adapt_lower_bound=True)",
+                  RuntimeWarning, stacklevel=3)
 
 
 def _check_lower_bound(opt: str, lower_bound: Any) -> None:
@@ -43,7 +88,7 @@ class MomoState(NamedTuple):
   barf: jax.Array  # shape=(), float32: running average of losses, \bar f_k.
   gamma: jax.Array  # shape=(), float32: running average of <g_k, x_k>.
   lb: jax.Array  # shape=(), float32: lower-bound estimate used at the next step.
-  step_size: jax.Array  # shape=(), float32: last adaptive step tau_k (a train-step metric).
+  step_size: jax.Array  # shape=(), float32: last adaptive step tau_k (a train-step metric); 0 with lb > loss: frozen.
 
 
 class MomoAdamState(NamedTuple):
@@ -55,7 +100,7 @@ class MomoAdamState(NamedTuple):
   barf: jax.Array  # shape=(), float32: running average of losses, \bar f_k.
   gamma: jax.Array  # shape=(), float32: running average of <g_k, x_k>.
   lb: jax.Array  # shape=(), float32: lower-bound estimate used at the next step.
-  step_size: jax.Array  # shape=(), float32: last adaptive step tau_k (a train-step metric).
+  step_size: jax.Array  # shape=(), float32: last adaptive step tau_k (a train-step metric); 0 with lb > loss: frozen.
 
 
 def _learning_rate(
@@ -102,7 +147,10 @@ def momo(
   never below ``lower_bound``. Without weight decay and bias correction this equals
   ``optax.contrib.momo``; with weight decay optax uses ``x/(1+alpha lambda) - tau d`` instead.
 
-  The state keeps the last :math:`\tau_k` in ``step_size`` and the bound in ``lb``.
+  The state keeps the last :math:`\tau_k` in ``step_size`` and the bound in ``lb``: ``step_size == 0``
+  with ``lb`` above the loss means the bound froze the parameters (:func:`momo_frozen` reads it;
+  an eager ``update`` also warns once). A schedule as ``learning_rate`` is checked at a few steps
+  when the transform is built (a negative value is refused).
 
   Args:
     learning_rate: cap :math:`\alpha` on the step (a float or an optax schedule of the step).
@@ -143,6 +191,8 @@ def momo(
   _check_lower_bound("momo", lower_bound)
   check_bool(adapt_lower_bound, "momo: adapt_lower_bound", got=True)
   check_bool(bias_correction, "momo: bias_correction", got=True)
+
+  warned = [False]  # the eager frozen warning, once per transform
 
   def init_fn(params: optax.Params) -> MomoState:
     common.check_float_params("momo", params)
@@ -197,7 +247,9 @@ def momo(
       updates = jax.tree.map(
           lambda d, x, m: (-(tau * d + alpha * wd * x) / (1 + alpha * wd) if m else -tau * d).astype(x.dtype),
           exp_avg, params, decay)
-    return updates, MomoState(count, exp_avg, barf, gamma, lb, tau)
+    state = MomoState(count, exp_avg, barf, gamma, lb, tau)
+    _warn_if_frozen("momo", warned, state, loss)
+    return updates, state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
@@ -233,13 +285,15 @@ def momo_adam(
   default); ``"adamw"`` is the official ``divide=False``:
   :math:`x_{k+1} = (1-\alpha_k\lambda) x_k - \tau_k d_k / D_k` (with :math:`\tau_k` unchanged).
   ``adapt_lower_bound`` estimates the lower bound online (MoMo*). Without weight decay this
-  equals ``optax.contrib.momo_adam``.
+  equals ``optax.contrib.momo_adam``. As with :func:`momo`, ``step_size == 0`` with ``lb`` above the
+  loss means the bound froze the parameters (:func:`momo_frozen`), and a schedule is checked when
+  the transform is built.
 
   Args:
     learning_rate: cap :math:`\alpha` on the step (a float or an optax schedule of the step).
     b1: decay of the first moment, loss and :math:`\gamma` averages, in [0, 1).
     b2: decay of the second moment, in [0, 1).
-    eps: added to :math:`D_k`, >= 0.
+    eps: added to :math:`D_k`, > 0 (0 gives 0/0 = NaN on a coordinate whose gradient stays 0).
     lower_bound: lower bound of the loss; 0 suits most non-negative losses.
     weight_decay: :math:`\lambda \ge 0`.
     adapt_lower_bound: estimate the lower bound on the fly (MoMo*).
@@ -272,13 +326,15 @@ def momo_adam(
   _check_learning_rate("momo_adam", learning_rate)
   check_range(b1, "momo_adam: b1", 0.0, 1.0, high_open=True, got=True)
   check_range(b2, "momo_adam: b2", 0.0, 1.0, high_open=True, got=True)
-  check_range(eps, "momo_adam: eps", 0.0, got=True)
+  check_positive(eps, "momo_adam: eps", "added to sqrt(v): 0 gives 0/0 = NaN where a gradient is 0", got=True)
   check_range(weight_decay, "momo_adam: weight_decay", 0.0, got=True)
   _check_lower_bound("momo_adam", lower_bound)
   check_bool(adapt_lower_bound, "momo_adam: adapt_lower_bound", got=True)
   if weight_decay_mode not in ("divide", "adamw"):
     raise InputError(
         f"momo_adam: weight_decay_mode must be 'divide' or 'adamw', got {weight_decay_mode!r}")
+
+  warned = [False]  # the eager frozen warning, once per transform
 
   def init_fn(params: optax.Params) -> MomoAdamState:
     common.check_float_params("momo_adam", params)
@@ -341,6 +397,8 @@ def momo_adam(
       updates = jax.tree.map(
           lambda d, v, x, m: (step if m else plain)(d, v, x).astype(x.dtype),
           exp_avg, exp_avg_sq, params, decay)
-    return updates, MomoAdamState(count, exp_avg, exp_avg_sq, barf, gamma, lb, tau)
+    state = MomoAdamState(count, exp_avg, exp_avg_sq, barf, gamma, lb, tau)
+    _warn_if_frozen("momo_adam", warned, state, loss)
+    return updates, state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

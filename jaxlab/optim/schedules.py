@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
+import numpy as np
 import optax
 
-from jaxlab.errors import check
+from jaxlab.errors import InputError, check, is_traced
 from jaxlab.registry import Registry
 
 #: Learning-rate schedules by name (``config.optimizer.schedule``).
@@ -108,3 +109,38 @@ def onecycle_momentum(num_steps: int, base_momentum: float = 0.85, max_momentum:
         f"optimizer.cycle_momentum needs 0 <= base_momentum={base_momentum} <= max_momentum={max_momentum} < 1")
   return onecycle_values(num_steps, (max_momentum, base_momentum), (base_momentum, max_momentum),
                          pct_start, anneal_strategy)
+
+
+#: Steps at which :func:`check_schedule_nonnegative` evaluates a schedule by default.
+CHECKED_STEPS = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
+
+
+def check_schedule_nonnegative(schedule: Callable[[Any], Any], name: str,
+                               steps: Sequence[int] = CHECKED_STEPS) -> None:
+  """InputError if a learning-rate ``schedule`` is negative (or not finite) at any of ``steps``.
+
+  A negative learning rate does gradient ascent without a word, so a transform built with a
+  schedule checks it once, at construction, at a few concrete steps (a handful of tiny host
+  computations). A schedule that cannot run on a concrete step, or whose value is traced (built
+  inside ``jit``), is not checked.
+
+  Args:
+    schedule: ``count -> learning rate``, called with int32 scalars as optax calls it.
+    name: the argument it was passed as, for the message (e.g. ``"momo: learning_rate"``).
+    steps: the steps to evaluate.
+
+  Raises:
+    InputError: ``"<name> (a schedule) gives -0.1 at step 1000; must be finite and >= 0 ..."``.
+  """
+  for step in steps:
+    try:
+      value = schedule(jnp.asarray(step, jnp.int32))
+    except Exception:  # noqa: BLE001 -- a schedule that only runs traced: optax calls it in update as before
+      return
+    if is_traced(value):
+      return
+    values = np.asarray(value, dtype=np.float64)
+    bad = ~(np.isfinite(values) & (values >= 0))
+    if bad.any():
+      raise InputError(f"{name} (a schedule) gives {values[bad].flat[0]:g} at step {step}; must be finite and >= 0 "
+                       "at every step (a negative learning rate ascends the loss)")

@@ -38,8 +38,8 @@ from typing import NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import InputError, check
-from jaxlab.rl.replay_sizes import checked_sizes
+from jaxlab.errors import InputError, check, check_int
+from jaxlab.rl.replay_sizes import check_fits_memory, checked_sizes
 
 RETRIES = 4  # candidates per batch row; all 4 invalid has probability ~ (1 / episode length)^4
 
@@ -93,6 +93,11 @@ class FrameReplay:
   def bytes_per_slot(self) -> int:
     """The bytes one slot takes (the frame, int32 action, float32 reward and discount, bool first)."""
     return self.frame_shape[0] * self.frame_shape[1] + 4 + 4 + 4 + 1
+
+  @property
+  def nbytes(self) -> int:
+    """The bytes :meth:`init` allocates (besides two scalars): ``capacity * bytes_per_slot``."""
+    return self.capacity * self.bytes_per_slot
 
   def init(self) -> FrameReplayState:
     """An empty buffer (zeros)."""
@@ -181,7 +186,8 @@ def _stack(frames: jax.Array, first: jax.Array, logical: jax.Array) -> jax.Array
 
 def make_frame_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | None = None, *,
                       frame_shape: Sequence[int] = (84, 84), stack_size: int = 4,
-                      names: dict[str, str] | None = None) -> FrameReplay:
+                      names: dict[str, str] | None = None, devices: Sequence[jax.Device] | None = None,
+                      copies: int = 1) -> FrameReplay:
   """A frame-stacking uniform replay (see the module docstring).
 
   Args:
@@ -192,12 +198,16 @@ def make_frame_replay(capacity: int, num_envs: int, batch_size: int, min_size: i
     frame_shape: (H, W) of one frame (Dopamine: 84x84).
     stack_size: frames per state (Dopamine: 4).
     names: what error messages call each argument, e.g. ``{"capacity": "dqn.replay_capacity"}``.
+    devices: where the buffer will live, for the memory check (default: JAX's first device).
+    copies: buffers each of ``devices`` holds (vmapped runs), for the memory check.
 
   Returns:
     The :class:`FrameReplay`.
 
   Raises:
-    InputError: a size that is not a positive int, or a buffer too small for one batch.
+    InputError: a size that is not a positive int, a buffer too small for one batch, or one
+      larger than the memory of ``devices`` (the bytes needed and available; checked here,
+      before :meth:`FrameReplay.init` allocates anything).
   """
   n, min_size = checked_sizes(capacity, num_envs, batch_size, min_size, names, stack_size=stack_size)
   check(len(tuple(frame_shape)) == 2 and all(isinstance(s, int) and s >= 1 for s in frame_shape),
@@ -211,5 +221,10 @@ def make_frame_replay(capacity: int, num_envs: int, batch_size: int, min_size: i
   if min_size > held:
     raise InputError(f"{n['min_size']}={min_size} is more than the replay can hold: {held} transitions "
                      f"({n['capacity']}={capacity}, {n['num_envs']}={num_envs}, {stack_size}-frame stacks)")
-  return FrameReplay(capacity=per_env * num_envs, num_envs=num_envs, batch_size=batch_size, min_size=min_size,
-                     frame_shape=tuple(frame_shape), stack_size=stack_size)
+  replay = FrameReplay(capacity=per_env * num_envs, num_envs=num_envs, batch_size=batch_size, min_size=min_size,
+                       frame_shape=tuple(frame_shape), stack_size=stack_size)
+  copies = check_int(copies, "copies")
+  runs = f", {copies} replays per device" if copies > 1 else ""
+  what = f"{n['capacity']}={capacity} ({replay.bytes_per_slot} bytes per slot{runs})"
+  check_fits_memory(replay.nbytes * copies, what, f"lower {n['capacity']}", devices)
+  return replay

@@ -23,7 +23,9 @@ with another pool by ``AtariData.epoch`` and restarts their episodes (the runnin
 returns are dropped, not counted). Not bit-identical to an uninterrupted run, unlike MinAtar.
 
 Bad input: every ``env.*`` / ``dqn.*`` key the task reads is checked before anything is built,
-each failure one line naming the key; an unknown game or a missing ROM names the game.
+each failure one line naming the key; an unknown game or a missing ROM names the game; a
+``dqn.replay_capacity`` whose replay cannot fit in the memory of the mesh's devices (the host's for
+CPU) is refused before anything is allocated, naming the bytes needed and available.
 """
 
 from __future__ import annotations
@@ -94,6 +96,24 @@ def resolve_step_via(step_via: str, mesh: jax.sharding.Mesh) -> str:
     raise InputError(f"env.step_via='xla' runs envpool's custom calls in a one-device program, but the mesh "
                      f"spans {devices} devices; use 'callback' (or 'auto')")
   return step_via
+
+
+def _replays_per_device(ctx: TaskContext) -> int:
+  """Replays each device of the mesh holds, for the memory check before the replay is allocated.
+
+  Vmapped runs each have a replay, sharded over the "data" axis; CPU devices share the host's
+  memory, so there every run's replay counts (a lower bound: a replicated one counts once).
+
+  Args:
+    ctx: the run's context (its mesh and runs).
+
+  Returns:
+    ``ceil(runs / data axis size)`` on accelerators, the number of runs on CPU (1 for one run).
+  """
+  runs = len(ctx.runs.seeds) if ctx.runs is not None else 1
+  if all(device.platform == "cpu" for device in ctx.devices):
+    return runs
+  return math.ceil(runs / ctx.mesh.shape.get("data", 1))
 
 
 def empty_data(env: AtariEnv, replay: FrameReplay) -> AtariData:
@@ -184,7 +204,8 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   replay = make_frame_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history,
                              frame_shape=FRAME_SHAPE, stack_size=STACK_SIZE,
                              names={"capacity": "dqn.replay_capacity", "num_envs": "env.num_envs",
-                                    "min_size": "dqn.min_replay_history", "batch_size": "batch_size"})
+                                    "min_size": "dqn.min_replay_history", "batch_size": "batch_size"},
+                             devices=ctx.devices, copies=_replays_per_device(ctx))
   # vmapped runs share one pool: run r steps environments r * num_envs...
   seeds = ctx.runs.seeds if ctx.runs is not None else (int(config.seed),)
   env = make_atari(e.name, num_envs=n_envs, seeds=seeds, sticky_action_prob=e.sticky_action_prob,

@@ -18,7 +18,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jaxlab.errors import InputError
-from jaxlab.optim import MomoAdamState, MomoState, make_optimizer, momo, momo_adam
+from jaxlab.optim import MomoAdamState, MomoState, make_optimizer, momo, momo_adam, momo_frozen
 from tests.tolerances import ops_rtol, steps_tol
 
 # One MoMo step on the fixture MLP (5 -> 6 -> 3, batches of 16-64), per parameter: the forward and
@@ -401,3 +401,42 @@ def test_more_bad_hyperparameters(build, match):
 def test_integer_params_are_refused():
   with pytest.raises(InputError, match="params must be floating point, got a int32 leaf"):
     momo().init({"w": jnp.ones(3, jnp.int32)})
+
+
+def test_eps_zero_is_refused_as_it_puts_nan_on_a_zero_gradient():
+  with pytest.raises(InputError, match=r"momo_adam: eps must be a finite number > 0 \(added to sqrt\(v\): 0 gives 0/0"):
+    momo_adam(eps=0.0)
+  opt, x = momo_adam(eps=1e-12), jnp.array([1.0, 2.0])
+  g = jnp.array([0.5, 0.0])  # the second coordinate's gradient is zero: 0 / (0 + eps) = 0
+  u, _ = jax.jit(lambda g, s, x: opt.update(g, s, x, value=jnp.ones(())))(g, opt.init(x), x)
+  assert np.isfinite(np.asarray(u)).all() and float(u[1]) == 0.0
+
+
+@pytest.mark.parametrize("factory", [momo, momo_adam])
+def test_a_schedule_turning_negative_is_refused_when_built(factory):
+  name = factory.__name__
+  with pytest.raises(InputError, match=rf"^{name}: learning_rate \(a schedule\) gives -0.5 at step 100000; must be "):
+    factory(learning_rate=optax.linear_schedule(1.0, -0.5, 50_000))
+  with pytest.raises(InputError, match=r"gives nan at step 0"):
+    factory(learning_rate=lambda count: jnp.nan * count)
+  factory(learning_rate=optax.cosine_decay_schedule(1.0, 100))  # >= 0 everywhere: accepted
+  # a schedule of traced values (the transform built inside jit) cannot be checked there, and passes
+  jax.jit(lambda lr: factory(learning_rate=lambda count: -lr).init(jnp.ones(2)))(1.0)
+
+
+@pytest.mark.parametrize("factory", [momo, momo_adam])
+def test_a_lower_bound_above_the_loss_is_flagged_in_the_state_and_warned_once_eagerly(factory):
+  x = jnp.ones(3)
+  loss, g = jax.value_and_grad(lambda x: jnp.sum(x**2))(x)  # 3.0
+  frozen = factory(lower_bound=5.0)
+  step = jax.jit(lambda g, s, x, loss: frozen.update(g, s, x, value=loss))
+  _, state = step(g, frozen.init(x), x, loss)
+  assert float(state.step_size) == 0.0 and bool(jax.jit(momo_frozen)(state, loss))
+  with pytest.warns(RuntimeWarning, match=rf"{factory.__name__}: step_size=0 with lower bound lb=5 above the loss 3") as seen:
+    state = frozen.init(x)
+    for _ in range(3):
+      _, state = frozen.update(g, state, x, value=loss)
+  assert len([w for w in seen if issubclass(w.category, RuntimeWarning)]) == 1  # once per transform
+  moving = factory(lower_bound=0.0)
+  _, state = moving.update(g, moving.init(x), x, value=loss)
+  assert float(state.step_size) > 0 and not bool(momo_frozen(state, loss))

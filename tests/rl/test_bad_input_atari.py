@@ -95,6 +95,11 @@ CASES: list[Case] = [
      "frame_shape=(84, 84, 1); must be (height, width), two ints >= 1"),
     ("frame replay", "min_size beyond capacity", lambda: make_frame_replay(64, 2, 4, min_size=100),
      "min_size=100 is more than the replay can hold: 56 transitions"),
+    # 2**31 - 1 slots of 7,069 bytes: 15 TB, more than any machine has; refused before anything is allocated
+    ("frame replay", "larger than memory", lambda: make_frame_replay(2**31 - 1, 1, 32),
+     "capacity=2147483647 (7069 bytes per slot) needs 1.52e+04 GB (15180561900643 bytes), but "),
+    ("atari task", "replay larger than memory", _task(**{"dqn.replay_capacity": 2**31 - 2}),
+     "dqn.replay_capacity=2147483646 (7069 bytes per slot) needs 1.52e+04 GB"),
 ]
 
 

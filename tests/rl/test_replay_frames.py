@@ -106,3 +106,34 @@ def test_sampling_before_min_size_is_refused():
   assert not bool(replay.can_sample(state))
   with pytest.raises(InputError, match="holds 5 transitions, sampling needs min_size=8"):
     replay.sample(state, jax.random.key(0))
+
+
+def test_a_replay_larger_than_memory_is_refused_before_allocating(monkeypatch):
+  from jaxlab.rl import replay_sizes
+  monkeypatch.setattr(replay_sizes, "host_memory", lambda: (10**9, "the host's available memory (MemAvailable)"))
+  # Dopamine's capacity x 10: 70.7 GB of frames; no array is made (make_frame_replay allocates nothing)
+  with pytest.raises(InputError) as info:
+    make_frame_replay(10_000_000, 4, 32, names={"capacity": "dqn.replay_capacity"}, devices=jax.devices("cpu")[:1])
+  assert str(info.value) == ("dqn.replay_capacity=10000000 (7069 bytes per slot) needs 70.7 GB (70690000000 bytes), "
+                             "but the host's available memory (MemAvailable) is 1 GB (1000000000 bytes); lower "
+                             "dqn.replay_capacity")
+  with pytest.raises(InputError, match=r"\(7069 bytes per slot, 3 replays per device\) needs 2.12 GB"):
+    make_frame_replay(100_000, 4, 32, copies=3, devices=jax.devices("cpu")[:1])
+  assert make_frame_replay(100_000, 4, 32, devices=jax.devices("cpu")[:1]).nbytes == 706_900_000  # one copy fits
+
+
+class _Accelerator:
+  """A device as JAX describes one, with (or without) memory stats."""
+  platform, device_kind = "gpu", "NVIDIA H200"
+
+  def __init__(self, stats):
+    self.stats = stats
+
+  def memory_stats(self):
+    return self.stats
+
+
+def test_an_accelerator_replay_is_checked_against_bytes_limit():
+  with pytest.raises(InputError, match=r"but NVIDIA H200 memory \(memory_stats bytes_limit\) is 0.05 GB"):
+    make_frame_replay(10_000, 4, 32, devices=[_Accelerator({"bytes_limit": 50_000_000})])
+  make_frame_replay(10_000, 4, 32, devices=[_Accelerator(None)])  # memory unknown: not checked

@@ -3,15 +3,18 @@
 Columns: ``image`` (a path relative to the captions file's folder, or absolute) and ``caption``,
 both required; ``label`` (a class name, for zero-shot evaluation) and ``split`` (``train`` /
 ``test``) are optional. A CSV file has a header row; a JSONL file has one JSON object per line.
-Every check happens here, before any image is decoded: a missing file, an unknown or missing
-column, an empty value, a bad split name, and rows whose image file does not exist (one line
-with their count and the first few). No row is ever skipped.
+Every check happens here, before any image is decoded: a missing file, a file that is not UTF-8
+(its line and byte offset), an unknown, missing or repeated column (a repeated one would
+silently take the later column's values), an empty value, a bad split name, and rows whose image
+file does not exist (one line with their count and the first few). No row is ever skipped.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
+import io
 import json
 import os
 
@@ -98,12 +101,33 @@ def read_captions(path: str, key: str = "data.captions") -> CaptionTable:
                       splits=[row["split"] for row in rows] if "split" in columns else None, lines=lines)
 
 
+def _read_text(path: str) -> str:
+  """The file as UTF-8 text; InputError naming the line and byte offset of the first bad byte."""
+  with open(path, "rb") as f:
+    data = f.read()
+  try:
+    return data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    raise InputError(f"{path} line {line} (byte offset {e.start}): byte {data[e.start:e.start + 1]!r} is not "
+                     f"UTF-8 ({e.reason}); allowed: a UTF-8 text file (re-save it as UTF-8)") from None
+
+
+def _check_unique_columns(path: str, columns: list[str]) -> None:
+  """A repeated column would silently take the later one's values (csv.DictReader keeps the last)."""
+  for i, column in enumerate(columns):
+    if column in columns[:i]:
+      raise InputError(f"{path}: column {column!r} appears twice in the header ({', '.join(columns)}); allowed: "
+                       "each column once")
+
+
 def _read_csv(path: str) -> tuple[list[dict], list[int], list[str]]:
-  with open(path, newline="", encoding="utf-8") as f:
+  with io.StringIO(_read_text(path), newline="") as f:
     reader = csv.DictReader(f, restkey=_EXTRA)
     if reader.fieldnames is None:
       raise InputError(f"{path}: empty file; allowed: a header row ({', '.join(COLUMNS)}) and one row per pair")
     columns = [c.strip() for c in reader.fieldnames]
+    _check_unique_columns(path, columns)
     rows, lines = [], []
     for row in reader:
       if _EXTRA in row:
@@ -116,12 +140,12 @@ def _read_csv(path: str) -> tuple[list[dict], list[int], list[str]]:
 
 def _read_jsonl(path: str) -> tuple[list[dict], list[int], list[str]]:
   rows, lines, columns = [], [], []
-  with open(path, encoding="utf-8") as f:
+  with io.StringIO(_read_text(path), newline=None) as f:  # universal newlines, as open() reads
     for line_num, text in enumerate(f, start=1):
       if not text.strip():
         continue
       try:
-        row = json.loads(text)
+        row = json.loads(text, object_pairs_hook=functools.partial(_unique_keys, path, line_num))
       except json.JSONDecodeError as e:
         raise InputError(f"{path} line {line_num}: not valid JSON ({e.msg}); allowed: one JSON object per line") from None
       if not isinstance(row, dict):
@@ -133,6 +157,15 @@ def _read_jsonl(path: str) -> tuple[list[dict], list[int], list[str]]:
       rows.append(row)
       lines.append(line_num)
   return rows, lines, columns
+
+
+def _unique_keys(path: str, line_num: int, pairs: list[tuple[str, object]]) -> dict:
+  """A JSON object whose keys are unique (json.loads would keep the last of a repeated key)."""
+  keys = [k for k, _ in pairs]
+  for i, key in enumerate(keys):
+    if key in keys[:i]:
+      raise InputError(f"{path} line {line_num}: key {key!r} appears twice in one object; allowed: each key once")
+  return dict(pairs)
 
 
 def _check_images_exist(path: str, folder: str, names: list[str], images: list[str], lines: list[int]) -> None:

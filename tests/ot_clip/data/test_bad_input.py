@@ -6,9 +6,11 @@ import os
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from configs.clip_files import get_config
 from jaxlab.ot_clip.data.batches import ShardedBatches
+from jaxlab.ot_clip.data.images import decode_image
 from jaxlab.ot_clip.data.pairs import load_pairs
 from jaxlab.ot_clip.data.split import split_rows
 from jaxlab.ot_clip.two_tower import ConvImageEncoder, TwoTower
@@ -81,6 +83,21 @@ def _remove(*names):
   return edit
 
 
+def _bytes_replace(old: bytes, new: bytes):
+  def edit(folder, path):
+    with open(path, "rb") as f:
+      data = f.read()
+    with open(path, "wb") as f:
+      f.write(data.replace(old, new, 1))
+  return edit
+
+
+def _image_file(tmp, name, pixels):
+  """``decode_image`` of one image written by Pillow (mode from the array: F for float32, I for int32)."""
+  Image.fromarray(pixels).save(tmp / name)
+  return lambda: decode_image(str(tmp / name), 4, "captions.csv row 0 (line 2)")
+
+
 CASES = [
     ("no data.dir", lambda tmp: lambda: load_pairs(data_config(dir=""), ("{}",)), "data.dir is empty; set --config.data.dir="),
     ("missing captions file", lambda tmp: _pairs(_folder(tmp), captions="nope.csv"),
@@ -89,6 +106,20 @@ CASES = [
      "has extension '.txt'; allowed: .csv, .jsonl"),
     ("unknown column", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "image,caption,label", "image,caption,lable"))),
      "unknown column 'lable'; allowed columns: image, caption, label, split"),
+    ("repeated csv column", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "image,caption,label", "image,caption,caption"))),
+     "captions.csv: column 'caption' appears twice in the header (image, caption, caption); allowed: each column once"),
+    ("repeated jsonl key", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, '"label":', '"caption":'), fmt="jsonl"),
+                                              captions="captions.jsonl"),
+     "captions.jsonl line 1: key 'caption' appears twice in one object"),
+    ("non-UTF-8 csv", lambda tmp: _pairs(_folder(tmp, _bytes_replace(b"a blue square", b"a bl\xe9 square"))),
+     "captions.csv line 4 (byte offset 113): byte b'\\xe9' is not UTF-8"),
+    ("non-UTF-8 jsonl", lambda tmp: _pairs(_folder(tmp, _bytes_replace(b"green", b"gr\xffen"), fmt="jsonl"),
+                                           captions="captions.jsonl"),
+     "captions.jsonl line 2 (byte offset"),
+    ("float image outside [0, 1]", lambda tmp: _image_file(tmp, "f.tiff", np.full((4, 4), 255.0, np.float32)),
+     "f.tiff' is a float image with values in [255, 255]; allowed: float pixels in [0, 1]"),
+    ("32-bit integer image", lambda tmp: _image_file(tmp, "i.tiff", np.full((4, 4), 70000, np.int32)),
+     "has Pillow mode 'I' (32-bit or signed integer pixels, which have no fixed range)"),
     ("no caption column", lambda tmp: _pairs(_folder(tmp, lambda f, p: open(p, "w").write("image\nimg_00.png\n"))),
      "no 'caption' column (columns: image); required: image, caption"),
     ("missing images", lambda tmp: _pairs(_folder(tmp, _remove("img_03.png", "img_05.png", "img_06.png", "img_09.png"))),
