@@ -1,10 +1,14 @@
-"""Each notebook in colabs/ is in sync with its jupytext source and runs top to bottom in a kernel
-at tiny size (``TINY = True`` injected after its parameters cell; the three longest only with
-``make test-slow``)."""
+"""Each notebook in colabs/ is in sync with its jupytext source, its install cell installs only what is
+missing and stops in one line without a source (run in a fake environment), and it runs top to bottom
+in a kernel at tiny size (``TINY = True`` injected after its parameters cell; the three longest only
+with ``make test-slow``)."""
 
+import ast
 import difflib
 import importlib.util
+import json
 import os
+import subprocess
 import sys
 
 import jupytext
@@ -99,3 +103,111 @@ def test_execute_runs_this_python_in_cwd_at_tiny_size_and_a_failing_cell_names_i
   assert "x / 0  # the failing cell" in str(failure.value) and "ZeroDivisionError" in str(failure.value)
   printed = nb.cells[2].outputs[0].text.split()
   assert printed == [sys.executable, str(tmp_path.resolve()), "True"]
+
+
+# The install cell (quickstart's: MODULES = jaxlab, matplotlib, sklearn), run by a plain Python
+# without site-packages (-S) whose only third-party modules are fakes in a folder on PYTHONPATH:
+# the present modules, jax (devices()) with its metadata, and a `pip` that writes the arguments
+# it was called with to a file instead of installing anything.
+QUICKSTART_MODULES = ["jaxlab", "matplotlib", "sklearn"]
+FAKE_JAX = "9.9.9"
+
+
+def _install_cell(name: str) -> str:
+  path = make_colabs.source_path(name)
+  nb = jupytext.read(path)
+  return nb.cells[make_colabs.parameters_index(nb, path) - 1].source
+
+
+def _modules_of(cell: str) -> list:
+  """The install cell's MODULES list, read without running the cell."""
+  for node in ast.parse(cell).body:
+    if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MODULES" for t in node.targets):
+      return ast.literal_eval(node.value)
+  pytest.fail(f"no MODULES = [...] line in the install cell:\n{cell}", pytrace=False)
+
+
+def _fake_site(root, present):
+  for name in [*present, "jax", "pip"]:
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text("def devices():\n  return ['fake device']\n" if name == "jax" else "")
+  (root / f"jax-{FAKE_JAX}.dist-info").mkdir()
+  (root / f"jax-{FAKE_JAX}.dist-info" / "METADATA").write_text(
+      f"Metadata-Version: 2.1\nName: jax\nVersion: {FAKE_JAX}\n")
+  (root / "pip" / "__main__.py").write_text(
+      "import json, os, sys\nopen(os.environ['FAKE_PIP_LOG'], 'w').write(json.dumps(sys.argv[1:]))\n")
+
+
+def _run_install_cell(tmp_path, present, source=None):
+  """quickstart's install cell with only present importable: (exit code, stdout, stderr, pip's
+  arguments or None when pip was not called)."""
+  cell = _install_cell("quickstart")
+  assert _modules_of(cell) == QUICKSTART_MODULES
+  _fake_site(tmp_path / "site", present)
+  log = tmp_path / "pip_args.json"
+  env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tmp_path / "site"), "FAKE_PIP_LOG": str(log)}
+  if source is not None:
+    env["JAXLAB_SOURCE"] = source
+  done = subprocess.run([sys.executable, "-S", "-c", cell], cwd=tmp_path, env=env, capture_output=True,
+                        text=True, timeout=120)
+  return done.returncode, done.stdout, done.stderr, json.loads(log.read_text()) if log.exists() else None
+
+
+def test_install_cell_with_every_module_present_does_not_call_pip(tmp_path):
+  code, out, err, pip_args = _run_install_cell(tmp_path, QUICKSTART_MODULES, source="git+https://h/me/jaxlab")
+  assert (code, out, err, pip_args) == (0, "['fake device']\n", "", None)
+
+
+@pytest.mark.parametrize("source", ["git+https://example.org/me/jaxlab@0123abc", "checkout", "jaxlab.whl"])
+def test_install_cell_with_a_module_missing_installs_from_the_source_with_jax_pinned(tmp_path, source):
+  if source == "checkout":  # a local folder or wheel, relative to the kernel's working directory
+    (tmp_path / source).mkdir()
+  elif source.endswith(".whl"):
+    (tmp_path / source).write_text("")
+  spec = f"jaxlab[data,notebooks] @ {source}" if "://" in source else f"{source}[data,notebooks]"
+  code, out, err, pip_args = _run_install_cell(tmp_path, ["jaxlab", "matplotlib"], source=source)
+  assert code == 0, err
+  assert pip_args == ["install", "-q", spec, f"jax=={FAKE_JAX}"]
+  assert out.splitlines()[0] == f"jaxlab install: sklearn not importable; pip install {spec} jax=={FAKE_JAX}"
+
+
+@pytest.mark.parametrize("present, missing", [(["jaxlab", "matplotlib"], "sklearn"),
+                                              ([], "jaxlab, matplotlib, sklearn")])
+def test_install_cell_without_a_source_stops_in_one_line_before_pip(tmp_path, present, missing):
+  code, out, err, pip_args = _run_install_cell(tmp_path, present, source="  ")  # blank: not set
+  assert (code, out, pip_args) == (1, "", None)
+  assert len(err.splitlines()) == 1, err
+  assert err.startswith(f"jaxlab install: {missing} not importable and JAXLAB_SOURCE is not set: set it "
+                        f"(this cell's form field or first line, or the environment variable)"), err
+  assert '"git+https://github.com/<you>/jaxlab"' in err and "pip install 'jaxlab[data,notebooks]'" in err
+
+
+def test_install_cell_with_a_source_that_is_no_url_and_no_file_stops_in_one_line(tmp_path):
+  code, out, err, pip_args = _run_install_cell(tmp_path, ["jaxlab"], source="jaxlab-chekout")
+  assert (code, out, pip_args) == (1, "", None)
+  assert err == ("jaxlab install: JAXLAB_SOURCE = 'jaxlab-chekout' is neither a URL (git+https://...) nor "
+                 "an existing folder or .whl\n")
+
+
+# The import names of jaxlab's install_requires (setup.cfg): installed with jaxlab itself.
+INSTALLED_WITH_JAXLAB = {"jax", "flax", "optax", "chex", "orbax", "ott", "haiku", "ml_collections", "absl", "tqdm",
+                         "tensorboardX", "numpy"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_install_cell_checks_every_module_the_notebook_imports(name):
+  """A module that a notebook imports and its install cell does not check would fail a later cell on
+  a runtime without it. jaxlab brings its install_requires (setup.cfg), INSTALLED_WITH_JAXLAB."""
+  nb = jupytext.read(make_colabs.source_path(name))
+  imported = set()
+  for cell in nb.cells:
+    if cell.cell_type == "code":
+      for node in ast.walk(ast.parse(cell.source)):
+        if isinstance(node, ast.Import):
+          imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+          imported.add(node.module.split(".")[0])
+  modules = _modules_of(_install_cell(name))
+  unchecked = sorted(imported - set(modules) - set(sys.stdlib_module_names) - INSTALLED_WITH_JAXLAB)
+  assert not unchecked, f"colabs/src/{name}.py imports {unchecked}, not in its install cell's MODULES"
+  assert {"jaxlab", "matplotlib"} <= set(modules), f"colabs/src/{name}.py: MODULES = {modules}"

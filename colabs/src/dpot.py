@@ -9,23 +9,41 @@
 # one train step, and rolls it out auto-regressively.
 
 # %%
+# this notebook's jaxlab extras (setup.cfg) and the modules it imports, itself or via jaxlab
 EXTRAS = "data,pde,notebooks"
+MODULES = ["jaxlab", "matplotlib", "exponax"]
 # Where jaxlab is installed from on Colab or a fresh machine: EDIT THIS LINE to your copy of the
-# repository (a pip source: git+https://<host>/<owner>/jaxlab, git+...@<commit>, or a local folder).
-# The default is a placeholder (colabs/README.md); $JAXLAB_SOURCE, when set, wins over this line.
-JAXLAB_SOURCE = "git+https://github.com/jaxlab/jaxlab"
-# jaxlab is installed, with the extras this notebook needs, only when it is not importable (locally
-# and in the tests this does nothing). On a GPU/TPU runtime the preinstalled jax is pinned, so its
-# accelerator backend stays.
+# repository, any pip source: git+https://<host>/<owner>/jaxlab (git+...@<commit> pins it), a local
+# folder or a wheel. On Colab it is also the form field at the right. $JAXLAB_SOURCE, when set,
+# wins over this line (colabs/README.md).
+JAXLAB_SOURCE = ""  # @param {type:"string"}
+# Nothing is installed when every module in MODULES is importable (locally and in the tests this
+# does nothing); else jaxlab is installed with the extras this notebook needs. find_spec looks a
+# module up without importing it. On a GPU/TPU runtime the preinstalled jax is pinned, so its
+# accelerator backend stays. SystemExit: IPython shows its message alone, with no traceback, and
+# the cell fails, so "run all" stops there.
 import importlib.util, os, subprocess, sys
-if importlib.util.find_spec("jaxlab") is None:
-  source = os.environ.get("JAXLAB_SOURCE", JAXLAB_SOURCE)
-  package = f"{source}[{EXTRAS}]" if os.path.isdir(source) else f"jaxlab[{EXTRAS}] @ {source}"
+missing = [m for m in MODULES if importlib.util.find_spec(m) is None]
+if missing:
+  source = os.environ.get("JAXLAB_SOURCE", "").strip() or JAXLAB_SOURCE.strip()
+  if not source:
+    raise SystemExit(
+        f"jaxlab install: {', '.join(missing)} not importable and JAXLAB_SOURCE is not set: set it "
+        f"(this cell's form field or first line, or the environment variable) to your copy of jaxlab, "
+        f"e.g. \"git+https://github.com/<you>/jaxlab\", a local folder or a .whl (jaxlab installs "
+        f"from a checkout today; `pip install 'jaxlab[{EXTRAS}]'` from a package index works once it "
+        f"is published there)")
+  if "://" not in source and not os.path.exists(source):
+    raise SystemExit(f"jaxlab install: JAXLAB_SOURCE = {source!r} is neither a URL "
+                     f"(git+https://...) nor an existing folder or .whl")
+  package = f"{source}[{EXTRAS}]" if os.path.exists(source) else f"jaxlab[{EXTRAS}] @ {source}"
   pins = []
   if importlib.util.find_spec("jax") is not None:
     from importlib.metadata import version
     pins = [f"jax=={version('jax')}"]
+  print(f"jaxlab install: {', '.join(missing)} not importable; pip install {package} {' '.join(pins)}")
   subprocess.run([sys.executable, "-m", "pip", "install", "-q", package, *pins], check=True)
+  importlib.invalidate_caches()  # the modules pip just wrote are found by the next cells
 import jax
 print(jax.devices())
 
