@@ -60,22 +60,19 @@ def build_model(config: ml_collections.ConfigDict, channels: int) -> Any:
     p = kwargs["patch_size"]
     check(isinstance(p, int) and p > 0 and res % p == 0,
           f"data.resolution={res} is not divisible by the DPOT patch size {p} (model.patch_size)")
-    try:
-      model = DPOT(**kwargs)
-    except TypeError as e:
-      raise InputError(f"model: {e}") from None
-    try:
-      model.check_config()
-    except InputError as e:
-      raise InputError(f"model: {e}") from None
-    return model
+    return _checked(DPOT, kwargs)
   modes = kwargs.get("modes", FNO2d.modes)
   check(is_int(modes) and modes >= 1, f"model.modes={modes!r} must be an int >= 1 (Fourier modes kept per axis)")
   check(2 * modes <= res, f"model.modes={modes} needs data.resolution >= {2 * modes}, got {res}; "
         f"use model.modes <= {res // 2}")
+  return _checked(FNO2d, kwargs)
+
+
+def _checked(cls: Any, kwargs: dict) -> Any:
+  """``cls(**kwargs)`` with its settings checked; an unknown key or a bad size is one line under ``model:``."""
   try:
-    model = FNO2d(**kwargs)
-  except TypeError as e:
+    model = cls(**kwargs)
+  except TypeError as e:  # an unknown or missing keyword: the config's, not a bug
     raise InputError(f"model: {e}") from None
   try:
     model.check_config()
