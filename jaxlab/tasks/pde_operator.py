@@ -37,6 +37,7 @@ from jaxlab.pde.model_from_config import paper_count
 from jaxlab.pde.operator_config import check_config
 from jaxlab.pde.rollout import rollout, rollout_l2re
 from jaxlab.train.context import TaskContext
+from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
 from jaxlab.train.task import TASKS, Inference, Task
 from jaxlab.train.workdir import saved_config
 
@@ -60,10 +61,15 @@ def pde_operator(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   pretrained = saved_config(init_from.workdir) if init_from is not None and init_from.get("workdir", "") else None
   _, channels, model = check_config(config, pretrained)
   datasets = load_datasets(config)
-  if data_source(config) == "files" and d.get("verify_files", False):  # every record of every set read once, now rather than when first drawn
-    from jaxlab.pde.data.files import verify_records  # noqa: PLC0415 - h5py only for files
-    for ds in datasets:
-      verify_records(ds.trajectories)
+  # Generated data are a pure function of the config, which the resume check compares already; files
+  # can change under the same config (a set added to the master table, a file replaced): fingerprinted.
+  workdir_files = {}
+  if data_source(config) == "files":
+    from jaxlab.pde.data.files import data_fingerprint, verify_records  # noqa: PLC0415 - h5py only for files
+    workdir_files[FINGERPRINT_FILE] = fingerprint_text(data_fingerprint(datasets))
+    if d.get("verify_files", False):  # every record of every set read once, now rather than when first drawn
+      for ds in datasets:
+        verify_records(ds.trajectories)
   weights = list(d.weights) if d.weights else [1.0] * len(datasets)
   rule, pad = d.get("mixture_rule", MIXTURE_RULES[0]), pad_value(config)
   # DPOT's ones are trained on (its training mask is all ones); zeros are masked out of the loss
@@ -104,4 +110,4 @@ def pde_operator(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
               description=f"{config.model.name} on {'+'.join(ds.name for ds in datasets)}" + paper_count(config),
               # evaluation only, and the Soft MoE implementation (the same function on any platform)
               resume_safe=("data.eval_trajectories", "data.rollout_steps", "model.moe_impl"),
-              inference=inference)
+              workdir_files=workdir_files, inference=inference)

@@ -8,12 +8,17 @@ import sys
 
 import jax
 import numpy as np
+import pytest
 
 import jaxlab
 
 from configs.clip_files import get_config
+from jaxlab.errors import InputError
 from jaxlab.ot_clip.data import tokenizer as tokenizer_lib
+from jaxlab.train.data_fingerprint import FINGERPRINT_FILE
+from jaxlab.train.task import make_task
 from jaxlab.train.trainer import train
+from jaxlab.train.workdir_files import write_workdir_files
 from tests.ot_clip.data.conftest import embedding_arrays, write_image_folder
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -65,3 +70,23 @@ def test_trainer_on_paired_embeddings_without_labels(tmp_path):
   assert set(run.fns) == {"embed_images", "embed_texts"} and run.data["classes"] == ()
   text = run.embed_texts(run.data["test"]["text"])
   assert text.shape == (8, config.model.embed_dim) and np.all(np.isfinite(text))
+
+
+def test_a_resume_checks_the_data_fingerprint(tmp_path):
+  """Built as a run and its resume build the task, nothing trained: the same files pass, an edited captions file
+  is refused by name (``data_fingerprint.json``: captions sha256, pairs, images' count and size)."""
+  captions = write_image_folder(tmp_path / "pairs", num_images=20)
+  config = get_config("tiny")
+  config.data.dir = str(tmp_path / "pairs")
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=False)
+  fingerprint = json.loads((workdir / FINGERPRINT_FILE).read_text())
+  assert fingerprint["pairs"] == 20 and fingerprint["images"]["count"] == 20
+  assert fingerprint["captions"]["path"] == os.path.realpath(captions)
+  write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)  # unchanged: fine
+  with open(captions, "a") as f:
+    f.write("img_00.png,a red square on white,red\n")
+  with pytest.raises(InputError, match=r"data_fingerprint.json differs from the data_fingerprint.json this run "
+                                       r"derives from its data now \(captions\['sha256'\]: '"):
+    write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)

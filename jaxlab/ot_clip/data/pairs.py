@@ -29,8 +29,10 @@ from jaxlab.errors import InputError, check_int
 from jaxlab.ot_clip.data import tokenizer as tokenizer_lib
 from jaxlab.ot_clip.data.captions import read_captions
 from jaxlab.ot_clip.data.embeddings import EmbeddingTable, check_finite_rows, read_embeddings
+from jaxlab.ot_clip.data.fingerprint import captions_fingerprint, embeddings_fingerprint
 from jaxlab.ot_clip.data.images import decode_image
 from jaxlab.ot_clip.data.split import split_rows
+from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
 
 TOKENIZER_FILE = "tokenizer.json"  # in the run's workdir
 ROWS_PER_READ = 4096  # embedding rows per read when averaging a class's text embeddings
@@ -50,7 +52,8 @@ class Pairs:
     class_texts: text-tower inputs per class, ``[classes, prompts, ...]``, whose embeddings are
       averaged into the class embedding; None without labels.
     model_kwargs: ``TwoTower`` arguments the data fixes (``vocab_size`` or ``text_embedding_dim``).
-    files: ``{name: text}`` the trainer writes into the workdir (the tokenizer).
+    files: ``{name: text}`` the trainer writes into the workdir and a resume must find unchanged: the data's
+      fingerprint (``jaxlab.ot_clip.data.fingerprint``) and the tokenizer.
     tokenizer: the ``tokenizers.Tokenizer`` (images) or None.
     description: one line for the summary table.
   """
@@ -131,7 +134,8 @@ def _image_pairs(data: ml_collections.ConfigDict, templates: tuple[str, ...]) ->
                  f"{len(classes)} classes, vocabulary {tokenizer.get_vocab_size()}, {truncated} captions truncated")
   return Pairs(kind="images", text_key="tokens", train=_records(train, read), test=test_set, classes=classes,
                class_texts=class_texts, model_kwargs={"vocab_size": tokenizer_lib.vocab_size(tokenizer)},
-               files={TOKENIZER_FILE: tokenizer.to_str(pretty=True)}, tokenizer=tokenizer, description=description)
+               files={FINGERPRINT_FILE: fingerprint_text(captions_fingerprint(table)),
+                      TOKENIZER_FILE: tokenizer.to_str(pretty=True)}, tokenizer=tokenizer, description=description)
 
 
 def _class_prompts(tokenizer: Any, classes: tuple[str, ...], templates: tuple[str, ...], max_tokens: int,
@@ -173,7 +177,8 @@ def _embedding_pairs(data: ml_collections.ConfigDict) -> Pairs:
                  f"{len(classes)} classes")
   return Pairs(kind="embeddings", text_key="text", train=_records(train, read), test=test_set, classes=classes,
                class_texts=class_texts, model_kwargs={"text_embedding_dim": int(table.text.shape[1])},
-               files={}, tokenizer=None, description=description)
+               files={FINGERPRINT_FILE: fingerprint_text(embeddings_fingerprint(table))}, tokenizer=None,
+               description=description)
 
 
 def _class_mean_texts(table: EmbeddingTable, ids: np.ndarray, train: np.ndarray, num_classes: int,

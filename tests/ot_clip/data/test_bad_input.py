@@ -15,6 +15,7 @@ from jaxlab.ot_clip.data.pairs import load_pairs
 from jaxlab.ot_clip.data.split import split_rows
 from jaxlab.ot_clip.two_tower import ConvImageEncoder, TwoTower
 from jaxlab.train.task import make_task
+from jaxlab.train.workdir_files import write_workdir_files
 from tests.bad_input import assert_one_clear_line
 from tests.ot_clip.data.conftest import data_config, embedding_arrays, write_image_folder
 from tests.ot_clip.data.test_batches import records
@@ -90,6 +91,23 @@ def _bytes_replace(old: bytes, new: bytes):
     with open(path, "wb") as f:
       f.write(data.replace(old, new, 1))
   return edit
+
+
+def _embeddings(tmp, n):
+  """``pairs/emb.npz`` of ``n`` pairs; returns ``tmp``."""
+  os.makedirs(tmp / "pairs", exist_ok=True)
+  np.savez(tmp / "pairs" / "emb.npz", **embedding_arrays(n=n))
+  return tmp
+
+
+def _resumed_after(tmp, change, **data):
+  """A run started on ``data`` (its workdir files written), then ``change(tmp)``: its resume, as a call."""
+  config = get_config("tiny")
+  config.data.update(dir=str(tmp / "pairs"), **data)
+  (tmp / "run").mkdir()
+  write_workdir_files(str(tmp / "run"), make_task(config).workdir_files, resuming=False)
+  change(tmp)
+  return lambda: write_workdir_files(str(tmp / "run"), make_task(config).workdir_files, resuming=True)
 
 
 def _image_file(tmp, name, pixels):
@@ -179,6 +197,16 @@ CASES = [
     ("text dim with vocab", lambda tmp: lambda: TwoTower(vocab_size=10, text_embedding_dim=4),
      "TwoTower.vocab_size=10 with text_embedding_dim=4"),
     ("conv channels", lambda tmp: lambda: ConvImageEncoder(channels=()), "ConvImageEncoder.channels=(); must be a non-empty"),
+    # a resume on other data than the run started on
+    ("resume after a caption was edited", lambda tmp: _resumed_after(
+        _folder(tmp).parent, lambda t: _rewrite(t / "pairs" / "captions.csv", "a red bar", "a red square")),
+     "data_fingerprint.json this run derives from its data now (captions['sha256']: '"),
+    ("resume after an image was replaced", lambda tmp: _resumed_after(
+        _folder(tmp).parent, lambda t: Image.new("RGB", (16, 16)).save(t / "pairs" / "img_00.png")),
+     "data_fingerprint.json this run derives from its data now (images['size']: "),
+    ("resume after the embeddings were replaced", lambda tmp: _resumed_after(
+        _embeddings(tmp, 20), lambda t: _embeddings(t, 24), embeddings="emb.npz"),
+     "data_fingerprint.json this run derives from its data now (embeddings['emb.npz']['sha256_ends']: '"),
 ]
 
 

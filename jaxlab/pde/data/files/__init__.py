@@ -17,6 +17,7 @@ Needs h5py (the ``pde`` extra).
 
 from jaxlab.pde.data.files.configured import ENV_VAR, FileSet, file_sets
 from jaxlab.pde.data.files.dpot import DPOTFile, DPOTScatter
+from jaxlab.pde.data.files.fingerprint import data_fingerprint
 from jaxlab.pde.data.files.master import (DPOT_FIELDS, FORMATS, MasterEntry, check_entry, load_master,
                                           load_table)
 from jaxlab.pde.data.files.open import open_records, open_set
@@ -26,6 +27,6 @@ from jaxlab.pde.data.files.the_well import TheWell
 
 __all__ = [
     "CFD_FIELDS", "DPOTFile", "DPOTScatter", "DPOT_FIELDS", "ENV_VAR", "FORMATS", "FileSet", "MasterEntry",
-    "PDEBenchCFD", "PDEBenchGroups", "Records", "Split", "TheWell", "TrajectoryArray", "check_entry", "file_sets",
-    "load_master", "load_table", "open_records", "open_set", "verify_records",
+    "PDEBenchCFD", "PDEBenchGroups", "Records", "Split", "TheWell", "TrajectoryArray", "check_entry",
+    "data_fingerprint", "file_sets", "load_master", "load_table", "open_records", "open_set", "verify_records",
 ]

@@ -10,6 +10,7 @@ import atexit
 import functools
 import itertools
 import os
+import pathlib
 import shutil
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from jaxlab.pde.data.files import (DPOTFile, DPOTScatter, PDEBenchCFD, PDEBenchG
                                    check_entry, file_sets, load_master, open_set, verify_records)
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 from tests.pde.data.files import layouts  # noqa: E402
+from tests.pde.data.files.test_fingerprint import file_replaced, set_added  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 _COUNTER = itertools.count()
@@ -44,6 +46,11 @@ def _path(name: str) -> str:
   folder = os.path.join(_root(), str(next(_COUNTER)))
   os.makedirs(folder)
   return os.path.join(folder, name)
+
+
+def _folder() -> pathlib.Path:
+  """A fresh empty folder."""
+  return pathlib.Path(os.path.dirname(_path("-")))
 
 
 def _data(*shape: int) -> np.ndarray:
@@ -239,6 +246,11 @@ CASES: list[Case] = [
      "m.json: not UTF-8 text (byte 0xff at line 2, offset 14); save it as UTF-8"),
     ("pde files", "non-UTF-8 Python table", lambda: load_master(_bytes_file("m.py", b"DATASET_DICT = {}\n# \xe9\n")),
      "m.py: not UTF-8 text (byte 0xe9 at line 2"),
+    # a resume on other data than the run started on (data.names=(): every set of the table)
+    ("pde files", "resume after a set was added to the master table", lambda: set_added(_folder())(),
+     "differs from the data_fingerprint.json this run derives from its data now (sets: added 'dr')"),
+    ("pde files", "resume after a file was replaced by other data of the same shape",
+     lambda: file_replaced(_folder())(), "(sets['ns']['train']['file']['sha256_ends']: '"),
 ]
 
 

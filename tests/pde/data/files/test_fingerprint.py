@@ -1,0 +1,95 @@
+"""A files run's data fingerprint: a resume on changed data is refused, naming what changed.
+
+The task is built twice (as a run and its resume would build it) and its ``workdir_files`` are
+written and then checked as the trainer does; nothing is trained.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from jaxlab.config_files import load_config
+from jaxlab.errors import InputError
+from jaxlab.pde.data.files import data_fingerprint, file_sets
+from jaxlab.train.data_fingerprint import FINGERPRINT_FILE
+from jaxlab.train.task import make_task
+from jaxlab.train.workdir_files import write_workdir_files
+from tests.pde.data.files import layouts
+
+
+def _fields(n, seed=0):
+  return np.random.default_rng(seed).normal(size=(n, 8, 8, 8)).astype(np.float32)  # (N, X, Y, T)
+
+
+def write_table(root, names=("ns",), seed=0) -> str:
+  """A master table of DPOT one-file sets (10 train / 2 test records each) in ``root``; its path."""
+  table = {}
+  for name in names:
+    layouts.dpot_file(root / f"{name}_train.hdf5", _fields(10, seed))
+    layouts.dpot_file(root / f"{name}_test.hdf5", _fields(2, seed + 1))
+    table[name] = layouts.entry(f"{name}_train.hdf5", f"{name}_test.hdf5", 10, 2, 4)
+  return layouts.master_json(root / "master.json", table)
+
+
+def config_of(master: str):
+  config = load_config("dpot_files:tiny")
+  config.data.master = master
+  config.data.verify_files = False
+  return config
+
+
+def start_then_resume(config, workdir):
+  """Writes the run's workdir files as a new run; returns a call that checks them as its resume would."""
+  workdir.mkdir(exist_ok=True)
+  write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=False)
+  return lambda: write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)
+
+
+def set_added(tmp_path):
+  """``data.names=()``: a set added to the master table after the run started."""
+  master = write_table(tmp_path)
+  resume = start_then_resume(config_of(master), tmp_path / "run")
+  write_table(tmp_path, names=("ns", "dr"))
+  return resume
+
+
+def file_replaced(tmp_path):
+  """A training file replaced by other data of the same shape and dtype."""
+  master = write_table(tmp_path)
+  resume = start_then_resume(config_of(master), tmp_path / "run")
+  layouts.dpot_file(tmp_path / "ns_train.hdf5", _fields(10, seed=7))
+  return resume
+
+
+def test_a_resume_on_the_same_files_passes(tmp_path):
+  workdir = tmp_path / "run"
+  resume = start_then_resume(config_of(write_table(tmp_path)), workdir)
+  resume()
+  saved = json.loads((workdir / FINGERPRINT_FILE).read_text())
+  assert saved["sets_in_order"] == ["ns"]
+  train = saved["sets"]["ns"]["train"]
+  assert train["file"]["size"] == (tmp_path / "ns_train.hdf5").stat().st_size
+  assert train["records"] == [0, 10] and train["shape"] == [10, 8, 8, 8, 1] and train["format"] == "DPOTFile"
+
+
+def test_a_set_added_to_the_table_is_named(tmp_path):
+  with pytest.raises(InputError, match=r"data_fingerprint.json differs from the data_fingerprint.json this run "
+                                       r"derives from its data now \(sets: added 'dr'\): the data changed"):
+    set_added(tmp_path)()
+
+
+def test_a_file_replaced_by_other_data_of_the_same_shape_is_refused(tmp_path):
+  with pytest.raises(InputError, match=r"\(sets\['ns'\]\['train'\]\['file'\]\['sha256_ends'\]: '[0-9a-f]{8}"):
+    file_replaced(tmp_path)()
+
+
+def test_the_fingerprint_reads_the_ends_of_a_file_once_and_is_deterministic(tmp_path):
+  layouts.dpot_file(tmp_path / "one.hdf5", _fields(12))
+  master = layouts.master_json(tmp_path / "master.json", {"s": layouts.entry("one.hdf5", "one.hdf5", 10, 2, 4)})
+  sets = [s.dataset for s in file_sets(config_of(master))]
+  first = data_fingerprint(sets)
+  assert first == data_fingerprint(sets)
+  s = first["sets"]["s"]
+  assert s["train"]["file"] == s["test"]["file"] and s["test"]["records"] == [10, 2]
+
