@@ -21,13 +21,14 @@ END_BYTES = 1 << 20  # hashed at each end of a file (a smaller file is hashed wh
 
 
 def file_digest(path: str) -> dict[str, Any]:
-  """``path``'s real path, size and the sha256 of its first and last :data:`END_BYTES` (all of it when smaller).
+  """``path``'s size and the sha256 of its first and last :data:`END_BYTES` (all of it when smaller).
 
   Args:
     path: a regular file (a symlink is followed).
 
   Returns:
-    ``{"path": ..., "size": ..., "sha256_ends": ...}``.
+    ``{"size": ..., "sha256_ends": ...}``: what the file is, not where it lies (a copy of the data
+    elsewhere resumes; other data under the same name does not).
   """
   size = os.path.getsize(path)
   h = hashlib.sha256(str(size).encode())
@@ -38,7 +39,7 @@ def file_digest(path: str) -> dict[str, Any]:
       h.update(f.read(END_BYTES))
       f.seek(size - END_BYTES)
       h.update(f.read(END_BYTES))
-  return {"path": os.path.realpath(path), "size": size, "sha256_ends": h.hexdigest()}
+  return {"size": size, "sha256_ends": h.hexdigest()}
 
 
 def file_sha256(path: str) -> str:

@@ -21,7 +21,7 @@ from jaxlab.train.data_fingerprint import file_digest, file_sha256
 def captions_fingerprint(table: CaptionTable) -> dict[str, Any]:
   """The fingerprint of an image-caption table: captions file, pairs, images (see the module docstring)."""
   images = sorted(set(os.path.realpath(p) for p in table.images))
-  return {"captions": {"path": os.path.realpath(table.file), "size": os.path.getsize(table.file),
+  return {"captions": {"size": os.path.getsize(table.file),
                        "sha256": file_sha256(table.file)},
           "pairs": len(table.images),
           "images": {"count": len(images), "size": sum(os.path.getsize(p) for p in images)}}

@@ -3,7 +3,7 @@
 With ``data.names = ()`` the sets are whatever the master table lists when the run starts, and a
 table path can name a file that is later replaced; the config alone does not pin them. The
 fingerprint does, per served set (after ``data.names`` selection): its shape as served, its
-channel names, and for its train and test records the file (real path, size, sha256 of its ends:
+channel names, and for its train and test records the file (size, sha256 of its ends:
 ``jaxlab.train.data_fingerprint``), the reader (layout) and stride, which records are used and
 their shape. A folder (DPOT's scatter storage, The Well's files) is its file names, count and total
 size (one stat per file, as opening it costs anyway) and the ends of its first and last file.
@@ -28,7 +28,7 @@ def _folder_digest(folder: str, paths: Sequence[str]) -> dict[str, Any]:
   h = hashlib.sha256("\n".join(os.path.relpath(p, folder) for p in paths).encode())
   for path in dict.fromkeys((paths[0], paths[-1])) if paths else ():
     h.update(file_digest(path)["sha256_ends"].encode())
-  return {"path": os.path.realpath(folder), "files": len(paths), "size": sum(os.path.getsize(p) for p in paths),
+  return {"files": len(paths), "size": sum(os.path.getsize(p) for p in paths),
           "sha256_ends": h.hexdigest()}
 
 
