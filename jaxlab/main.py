@@ -19,6 +19,10 @@ import shutil
 import sys
 from typing import Sequence
 
+if __name__ == "__main__":  # the CLI, not an import: before JAX starts, a Ctrl-C only sets a flag
+  from jaxlab import startup_interrupt
+  startup_interrupt.defer()
+
 from absl import app, flags, logging
 from ml_collections import config_flags
 
@@ -162,10 +166,29 @@ def _remove_if_empty(workdir: str) -> None:
 
 def main(argv: Sequence[str]) -> None:
   del argv
+  created = not os.path.exists(_WORKDIR.value)
+  try:
+    summaries = _run(created)
+  except KeyboardInterrupt:  # a second Ctrl-C during training (the first saves and stops), or one before it
+    if created:
+      _remove_if_empty(_WORKDIR.value)
+    sys.stderr.write(f"\njaxlab: stopped by Ctrl-C without saving; {_WORKDIR.value} keeps its last checkpoint "
+                     "(rerun to resume from it)\n")
+    sys.exit(130)
+  import jax
+  if jax.process_index() == 0:
+    print(f"\n{summary_table(summaries)}\n\nmetrics.jsonl, TensorBoard files and checkpoints are under {_WORKDIR.value}")
+
+
+def _run(created: bool) -> dict[str, dict]:
+  """Start-up and the experiments; a deferred start-up Ctrl-C raises ``KeyboardInterrupt`` at the
+  first safe point (``jaxlab.startup_interrupt``)."""
+  from jaxlab.startup_interrupt import raise_if_pending
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   from jaxlab.distributed import distributed_args, initialize
   from jaxlab.xla_flags import add_cpu_collective_timeouts
   add_cpu_collective_timeouts()  # before JAX starts its backends: no random aborts on loaded CPUs
+  raise_if_pending()
   try:  # before any workdir exists: a refused launch leaves nothing behind
     processes = distributed_args(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
                                  distributed=_DISTRIBUTED.value)
@@ -173,27 +196,21 @@ def main(argv: Sequence[str]) -> None:
       initialize(processes)
   except InputError as e:
     _fail(str(e))
-  import jax
   from jaxlab.errors import CheckpointError, DivergedError
   from jaxlab.train.trainer import check_stop_after, ensure_writable, run_experiments
+  raise_if_pending()
   try:  # before the workdir is made: a no-op command leaves nothing
     check_stop_after(_STOP_AFTER.value)
   except InputError as e:
     _fail(str(e))
-  created = not os.path.exists(_WORKDIR.value)
   try:  # bad input and run failures: one clear line; anything else is a bug and keeps its traceback
     ensure_writable(_WORKDIR.value)
-    summaries = run_experiments(_CONFIG.value, _WORKDIR.value, stop_after=_STOP_AFTER.value)
+    return run_experiments(_CONFIG.value, _WORKDIR.value, stop_after=_STOP_AFTER.value)
   except (InputError, CheckpointError, DivergedError) as e:
     if created:
       _remove_if_empty(_WORKDIR.value)  # a refused command leaves no trace
     _fail(str(e))
-  except KeyboardInterrupt:  # a second Ctrl-C during training (the first saves and stops), or one before it
-    sys.stderr.write(f"\njaxlab: stopped by Ctrl-C without saving; {_WORKDIR.value} keeps its last checkpoint "
-                     "(rerun to resume from it)\n")
-    sys.exit(130)
-  if jax.process_index() == 0:
-    print(f"\n{summary_table(summaries)}\n\nmetrics.jsonl, TensorBoard files and checkpoints are under {_WORKDIR.value}")
+  raise AssertionError("unreachable")
 
 
 if __name__ == "__main__":

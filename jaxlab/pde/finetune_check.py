@@ -11,7 +11,7 @@ from __future__ import annotations
 import ml_collections
 
 from jaxlab.errors import InputError, check
-from jaxlab.pde.data.from_config import channels_of, data_source
+from jaxlab.pde.data.from_config import channels_of, data_source, widest_set_channels
 
 
 def check_pretrained(config: ml_collections.ConfigDict, channels: int, saved: dict | None) -> None:
@@ -34,9 +34,15 @@ def check_pretrained(config: ml_collections.ConfigDict, channels: int, saved: di
     theirs = channels_of(saved)
   except InputError:  # a files run whose master table is not readable here: the params' shapes are checked
     theirs = None     # when they are loaded (jaxlab.train.finetune)
-  check(theirs in (None, channels),
-        f"init_from.workdir={workdir!r} was trained with {theirs} channels, this run's data have {channels}; "
-        f"set data.num_channels={theirs} (missing channels are padded, see data.channel_padding)")
+  if theirs not in (None, channels):
+    widest = widest_set_channels(config)
+    # Padding only adds channels: a model of fewer channels than the widest set cannot take it.
+    fix = (f"set data.num_channels={theirs} (missing channels are padded, see data.channel_padding)"
+           if theirs >= widest else
+           f"fine-tune on data sets of at most {theirs} channels (the widest set here has {widest}; "
+           f"padding only adds channels)")
+    raise InputError(f"init_from.workdir={workdir!r} was trained with {theirs} channels, this run's data have "
+                     f"{channels}; {fix}")
   # A run saved before the switch existed padded with zeros; the model expects its padding value.
   padding = saved["data"].get("channel_padding", "zeros_masked")
   check(padding == config.data.get("channel_padding", "ones"),

@@ -55,6 +55,10 @@ def _plan(params: Any, workdir: str, reinit: Sequence[str]) -> tuple[Any, list[s
   for p, c in zip(reinit, compiled):
     if not any(c.search(n) for n in names):
       raise InputError(f"init_from.reinit pattern {p!r} matches no parameter (paths look like: {', '.join(names[:4])})")
+  if names and all(any(c.search(n) for c in compiled) for n in names):  # restoring nothing is no fine-tuning
+    raise InputError(f"init_from.reinit={tuple(reinit)!r} re-initialises every parameter, so nothing would be "
+                     f"loaded from init_from.workdir={workdir!r}; re-initialise only the new or changed leaves, "
+                     "or train without init_from.workdir (from scratch)")
   directory = Workdir(workdir).checkpoints
   if not os.path.isdir(directory):
     raise InputError(f"init_from.workdir {workdir!r} holds no checkpoints/ directory")

@@ -21,6 +21,8 @@ from typing import Any
 
 import jax
 
+from jaxlab.startup_interrupt import raise_if_pending
+
 SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
 
 
@@ -41,6 +43,7 @@ class PreemptionWatcher:
     self._interrupts = 0
 
   def __enter__(self) -> "PreemptionWatcher":
+    raise_if_pending()  # a Ctrl-C the CLI deferred during start-up: stop before the first step
     # Many processes: JAX's preemption notifier owns SIGTERM; handlers install on the main thread only.
     if jax.process_count() == 1 and threading.current_thread() is threading.main_thread():
       for sig in self._signals:

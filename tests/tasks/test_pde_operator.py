@@ -246,3 +246,47 @@ def test_summary_names_the_papers_count_for_paper_sizes():
       " (DPOT-Ti: the paper's 7,534,643 parameters include a 12-way class head)")
   assert paper_count(ml_collections.ConfigDict({"model": {"name": "dpot", "size": "cpu_small"}})) == ""
   assert paper_count(ml_collections.ConfigDict({"model": {"name": "fno"}})) == ""
+
+
+def test_fine_tune_channel_advice_works_when_followed():
+  """Each channel refusal of a fine-tuning run says what to change, and changing it passes the
+  check: more channels than this run's data (pad them), fewer than its widest set (drop the set:
+  padding only adds channels), another padding."""
+  import re
+
+  from jaxlab.errors import InputError
+  from jaxlab.pde.operator_config import check_config
+
+  def refusal(config, saved):
+    with pytest.raises(InputError) as e:
+      check_config(config, saved)
+    return str(e.value)
+
+  def fine_tuning(sets):
+    c = dpot_pde.get_config("mixture_tiny")
+    c.init_from.workdir = "pre"
+    c.data.sets = tuple(s for s in c.data.sets if s["family"] in sets)
+    return c
+
+  one, two = ("ns_fno",), ("ns_fno", "diffusion_reaction")
+  saved_two = fine_tuning(two).to_dict()
+  config = fine_tuning(one)
+  message = refusal(config, saved_two)
+  key, value = re.search(r"set data\.(\w+)=(\d+)", message).groups()
+  config.data[key] = int(value)
+  check_config(config, saved_two)  # padded to the pre-trained model's 2 channels
+
+  saved_one = fine_tuning(one).to_dict()
+  config = fine_tuning(two)
+  message = refusal(config, saved_one)
+  assert "set data.num_channels" not in message  # 1 is below the widest set's 2: refused if followed
+  assert message.endswith("fine-tune on data sets of at most 1 channels (the widest set here has 2; padding only "
+                          "adds channels)")
+  check_config(fine_tuning(one), saved_one)
+
+  saved_old = {**saved_two, "data": {k: v for k, v in saved_two["data"].items() if k != "channel_padding"}}
+  config = fine_tuning(one)
+  config.data.num_channels = 2
+  key, value = re.search(r"set data\.(\w+)='(\w+)'", refusal(config, saved_old)).groups()
+  config.data[key] = value
+  check_config(config, saved_old)

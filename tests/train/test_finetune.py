@@ -52,3 +52,32 @@ def test_fine_tune_bad_input(tmp_path, init_from, match):
   config.init_from.reinit = init_from["reinit"]
   with pytest.raises(InputError, match=match):
     train(config, str(tmp_path / "tuned"), devices=jax.devices()[:1], progress=False)
+
+
+
+def test_following_the_advice_of_a_model_mismatch_fine_tunes(tmp_path):
+  """The refusal of a changed model names the leaves and init_from.reinit; re-initialising exactly
+  those loads the rest. Re-initialising every leaf would load nothing: refused in one line, not as
+  an unreadable checkpoint."""
+  import re
+
+  from jaxlab.train.finetune import check_pretrained, fine_tune_start
+  from jaxlab.train.trainer import make_train_setup
+
+  pre = str(tmp_path / "pre")
+  train(_config(num_steps=1), pre, devices=jax.devices()[:1], progress=False)
+  config = _config()
+  config.model.hidden = (32, 8)  # Dense_1 and Dense_2/kernel change shape
+  params = make_train_setup(config, devices=jax.devices()[:1]).abstract_state.params  # what the trainer checks
+  with pytest.raises(InputError, match="Re-initialise new or changed leaves with init_from.reinit") as refused:
+    check_pretrained(params, pre)
+  changed = re.findall(r"([\w/]+): \([\d, ]*\) there", str(refused.value))
+  assert sorted(changed) == ["Dense_1/bias", "Dense_1/kernel", "Dense_2/kernel"], str(refused.value)
+  reinit = tuple(f"^{re.escape(n)}$" for n in changed)  # as the message says
+  check_pretrained(params, pre, reinit)
+  start = fine_tune_start(params, pre, reinit)
+  assert (start.loaded, start.reinitialised) == (3, 3)
+
+  with pytest.raises(InputError, match=r"init_from.reinit=\('.',\) re-initialises every parameter, so nothing would "
+                                       r"be loaded from init_from.workdir=.*; re-initialise only the new or changed"):
+    check_pretrained(params, pre, (".",))

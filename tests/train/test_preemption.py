@@ -137,3 +137,28 @@ def test_signal_handlers_are_the_callers_again_after_train(tmp_path):
   thread.start()
   thread.join(timeout=60)
   assert installed == [before[0]]
+
+
+STARTUP_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "startup_sigint_worker.py")
+
+
+def test_ctrl_c_during_start_up_is_exit_130_with_one_line_never_a_crash(tmp_path):
+  """A Ctrl-C while the config loads or the task builds stops at the next safe point (exit 130);
+  one while the first step compiles is the first Ctrl-C of training (saves, exit 0)."""
+  env = {**os.environ, "PYTHONPATH": REPO, "XLA_FLAGS": ""}  # one CPU device
+  procs = {point: subprocess.Popen(
+      [sys.executable, STARTUP_WORKER, point, "--config=configs/digits_mlp.py:tiny", f"--workdir={tmp_path / point}"],
+      cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) for point in ("config", "setup", "step")}
+  for point, proc in procs.items():
+    stdout, stderr = proc.communicate(timeout=240)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (point, stderr[-3000:])
+    if point == "step":
+      assert proc.returncode == 0, stderr[-3000:]
+      assert "interrupted (Ctrl-C) at step" in stdout
+      continue
+    assert proc.returncode == 130, (point, proc.returncode, stderr[-3000:])  # never a signal death (< 0)
+    lines = [l for l in stderr.splitlines() if l.startswith("jaxlab:")]
+    assert lines == [f"jaxlab: stopped by Ctrl-C without saving; {tmp_path / point} keeps its last checkpoint "
+                     "(rerun to resume from it)"], (point, stderr)
+    assert not (tmp_path / point / "checkpoints").exists() or not os.listdir(tmp_path / point / "checkpoints")
