@@ -26,6 +26,7 @@ import tqdm
 from jaxlab import sharding as sharding_lib
 from jaxlab.errors import DivergedError, InputError, is_int
 from jaxlab.optim.config import optimizer_from_config
+from jaxlab.startup_interrupt import raise_if_pending
 from jaxlab.train import input_pipeline
 from jaxlab.train.checkpoint import RESUME_SAFE_KEYS, Checkpointer, abstract_like
 from jaxlab.train.context import TaskContext
@@ -392,6 +393,7 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
               progress: bool) -> _LoopResult:
   """Calls of ``steps_per_call`` steps from the state's step to ``end``: log, evaluate and
   checkpoint on their schedules; a SIGTERM or a first Ctrl-C saves the step and stops."""
+  raise_if_pending()  # a Ctrl-C during start-up stops here, before the loop's prefetch thread and bar exist
   config, task, K = setup.config, setup.task, setup.config.steps_per_call
   start = _step_of(state)
   call_starts = list(range(start, end, K))
