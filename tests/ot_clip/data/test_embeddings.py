@@ -43,7 +43,8 @@ def test_pairs_from_embeddings_split_and_average_class_texts(tmp_path):
   arrays["split"] = np.array(["test" if i % 5 == 0 else "train" for i in range(40)])
   path = write_layout(tmp_path, "npz", arrays)
   pairs = load_pairs(data_config(dir=str(tmp_path), embeddings="emb.npz", split="column"), ("{}",))
-  assert pairs.kind == "embeddings" and pairs.text_key == "text" and pairs.files == {}
+  assert pairs.kind == "embeddings" and pairs.text_key == "text"
+  assert set(pairs.files) == {"data_fingerprint.json"}  # what it trains on; no tokenizer (texts are embedded)
   assert pairs.model_kwargs == {"text_embedding_dim": 5} and pairs.classes == ("0", "1", "2", "3")
   test_rows = np.arange(0, 40, 5)
   np.testing.assert_array_equal(pairs.test["image"], arrays["image"][test_rows])
