@@ -2,8 +2,8 @@
 tests/test_docs.py).
 
 The API reference comes from the docstrings (autodoc + napoleon, Google style); the notebooks in
-``colabs/`` are rendered from their stored outputs (myst-nb, never executed here); BUILD_NOTES.md is
-included as a page. Nothing is downloaded at build time, so there is no intersphinx: references to
+``colabs/`` are rendered from their stored outputs (myst-nb, never executed here); BUILD_NOTES.md and
+CHANGELOG.md are included as pages; the results page is generated from benchmarks/results/. Nothing is downloaded at build time, so there is no intersphinx: references to
 other projects' types are listed in ``nitpick_ignore_regex`` below. ``nitpicky`` with ``-W`` makes
 a dead cross-reference fail the build; ``_ext/public_api.py`` fails it on a public name without a
 docstring or missing from the API pages.
@@ -34,6 +34,7 @@ extensions = [
     "myst_nb",
     "public_api",
     "repo_files",
+    "results",
 ]
 
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
@@ -61,6 +62,10 @@ public_api_modules = [
 # A Markdown link to a repository file that is not a page (benchmarks/, configs/, ...) renders as
 # the file's path in code font (_ext/repo_files.py); a link to a missing file fails the build.
 repo_files_root = str(REPO)
+
+# {result}`FILE.json:key.key|format` reads a figure from benchmarks/results/ at build time, and the
+# results page lists every results file (_ext/results.py); a reference that does not resolve fails the build.
+results_dir = str(REPO / "benchmarks" / "results")
 
 # ------------------------------------------------------------------ autodoc / napoleon
 autodoc_member_order = "bysource"
