@@ -1,4 +1,4 @@
-r"""The accelerator check of issue 18: one prepared script for a machine with a GPU (< 8 minutes).
+r"""The accelerator check: one prepared script for a machine with a GPU (< 8 minutes).
 
 Writes ONE JSON (``--out``; default ``benchmarks/results/accelerator/<device kind>.json``) with:
 

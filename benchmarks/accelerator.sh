@@ -1,3 +1,3 @@
 #!/bin/sh
-# The accelerator check (issue 18): see benchmarks/accelerator.py. PYTHON defaults to python.
+# The accelerator check: see benchmarks/accelerator.py. PYTHON defaults to python.
 cd "$(dirname "$0")/.." && exec env PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python}" benchmarks/accelerator.py "$@"

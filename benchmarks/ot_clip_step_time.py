@@ -1,6 +1,6 @@
 r"""Train-step time (OT loss vs InfoNCE) and loss-only time / peak memory at large batch.
 
-Side by side in one run, on whatever devices JAX sees (the numbers in BUILD_NOTES.md: 2 CPU cores):
+Side by side in one run, on whatever devices JAX sees (the numbers in docs/methods/ot_clip.md, "Performance": 2 CPU cores):
   * full train step through ``jaxlab.train.make_train_step`` (two-tower model, Adam), batch 256
     and 1024, for InfoNCE and entropic OT with 5 unrolled Sinkhorn iterations (plus the other
     OT losses for reference); the issue's target is OT / InfoNCE <= 1.2;

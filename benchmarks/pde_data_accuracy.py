@@ -1,6 +1,6 @@
 r"""Are the default solver settings stable and accurate, and do the NS data look like FNO's?
 
-Side by side in one run (numbers in BUILD_NOTES.md, "PDE data: accuracy"):
+Side by side in one run (numbers in docs/methods/dpot.md, "PDE data: accuracy"):
   * time step, per data set of ``default_mixture``: ``--trajectories`` trajectories at the default
     dt, at dt / 2 and at about 2 dt (same initial states): the relative L2 difference of dt vs
     dt / 2 per frame, whether 2 dt stays finite, and the largest Courant number max|u| dt / dx

@@ -1,6 +1,6 @@
 r"""Generation speed (trajectories / minute) and cache size per family, vs FNO's own recipe.
 
-Side by side in one run on whatever devices JAX sees (the numbers in BUILD_NOTES.md, "PDE data: cache, speed, loader": 2 shared
+Side by side in one run on whatever devices JAX sees (the numbers in docs/methods/dpot.md, "PDE data: cache, speed, loader": 2 shared
 CPU cores):
   * each data set of ``default_mixture`` at 64^2: ``--trajectories`` trajectories through
     ``load_or_generate`` into a fresh cache folder (so the timing includes the .npy write),

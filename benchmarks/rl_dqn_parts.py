@@ -3,7 +3,7 @@
 Kept next to the benchmarks (not in jaxlab.rl, where the networks live) so that the speed
 figures do not depend on code that is still changing. Hyper-parameters: Dopamine's JAX DQN
 (dopamine/jax/agents/dqn/dqn_agent.py: MSE TD loss, Adam, max_a Q_target(s', a) target), see
-BUILD_NOTES.md, "Performance: the jitted DQN on XLA:CPU", for the table.
+docs/methods/soft_moe_rl.md, "Performance: the jitted DQN on XLA:CPU", for the table.
 """
 
 from __future__ import annotations
@@ -221,8 +221,8 @@ def collect_and_update(net, env, replay, carry: Carry, steps_per_update: int
 
   The env steps run in an inner ``lax.scan`` (one step per loop body): unrolled (Python loop or
   ``unroll>1``), XLA:CPU's fusion emitters fuse consecutive steps into fusions whose run time
-  explodes with the number of steps and envs (BUILD_NOTES.md, "Performance: the jitted DQN
-on XLA:CPU").
+  explodes with the number of steps and envs (docs/methods/soft_moe_rl.md, "Performance: the
+jitted DQN on XLA:CPU").
   """
   carry = jax.lax.scan(lambda c, _: (env_step(net, env, replay, c), None), carry, None,
                        length=steps_per_update)[0]

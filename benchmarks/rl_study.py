@@ -1,4 +1,4 @@
-r"""DQN studies on MinAtar through the trainer: expert scaling (issue 9) and MoMo in deep RL (issue 11).
+r"""DQN studies on MinAtar through the trainer: expert scaling and MoMo in deep RL.
 
 Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024;
 Schaipp et al., "MoMo: Momentum Models for Adaptive Learning Rates", ICML 2024. The study config

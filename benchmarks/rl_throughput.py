@@ -14,8 +14,8 @@ conv16 -> Q).
 Against the hardware: each agent's update FLOPs (XLA cost analysis of one update: the loss's
 online and target forward passes, the backward pass, Adam) times its updates per second, as a
 fraction of the fp32 matmul peak measured in the same run (``rl_profile.matmul_peak``, a 2048^3
-matmul, before and after the agents; the larger is the peak). Issue 21's targets: dense >= 50%,
-Soft MoE >= 40% (BUILD_NOTES.md, "Profile of one jitted call"). ``--seed_devices=N`` shards the
+matmul, before and after the agents; the larger is the peak). The targets: dense >= 50%,
+Soft MoE >= 40% (docs/methods/soft_moe_rl.md, "Profile of one jitted call"). ``--seed_devices=N`` shards the
 vmapped seeds over N devices (on CPU: one per core, ``XLA_FLAGS=--xla_force_host_platform_device_count=N``):
 XLA:CPU runs one program's small ops on one core, so seeds add throughput only across devices.
 

@@ -6,7 +6,7 @@ stay the default there); here ``data.source = "files"`` reads the sets of a mast
 DPOT's style (thu-ml/DPOT utils/make_master_file.py: name -> train_path, test_path, train_size,
 test_size, t_test, ...; a ``.py`` file in that style, ``.json`` or ``.yaml``) from their HDF5
 files: DPOT's own layouts, PDEBench's 2-D CFD and per-sample files, The Well
-(``jaxlab.pde.data.files``; BUILD_NOTES.md, "PDE data from the field's files (issue 19)").
+(``jaxlab.pde.data.files``; docs/methods/dpot.md, "PDE data from the field's files").
 Sets on other grids are resampled bilinearly to ``data.resolution`` and scored at their own
 points, as DPOT does. Rows are read per process from disk, a batch a function of (seed, step).
 

@@ -30,7 +30,7 @@ ARGS = (None, "", "dense", "tiny", "dense_tiny")
 # The study's data set: configs/dpot_study.py's NS3 (cached under $JAXLAB_DATA_DIR).
 NS3 = {"family": "ns_fno", "viscosity": 1e-3, "trajectories": 220, "seed": 0}
 # cpu_small at 64^2 has 8x8 = 64 latent pixels per sample; 4 experts x 16 slots = 64 slots, so the
-# experts' FLOPs equal the dense MLP's (BUILD_NOTES.md, "FLOP match", has the measured step FLOPs).
+# experts' FLOPs equal the dense MLP's (docs/methods/compose.md, "FLOP match", has the measured step FLOPs).
 NUM_EXPERTS = 4
 
 

@@ -30,7 +30,7 @@ evaluation rolls out; 0 = all), ``data.rollout_steps`` (0 = each set's ``t_test`
 that many frames for every set), ``data.cache_dir`` ("" = ``$JAXLAB_DATA_DIR``), ``model``
 (``name`` "dpot" with a ``size`` preset and overrides, or "fno" with FNO2d's fields).
 
-The protocol is the official code's (thu-ml/DPOT @ dcd2f9a; BUILD_NOTES.md, "Protocol table:
+The protocol is the official code's (thu-ml/DPOT @ dcd2f9a; docs/methods/dpot.md, "Protocol table:
 configs/dpot_pde.py vs thu-ml/DPOT", has every hyper-parameter with its file and line). Each
 difference from jaxlab's earlier protocol is a switch:
 

@@ -18,7 +18,7 @@ Protocol: the official one of ``configs/dpot_pde.py`` (thu-ml/DPOT @ dcd2f9a): N
 ``u`` frames t = 1..T without w0, 10 input frames, test horizons 20 / 20 / 10 frames for nu = 1e-3
 / 1e-4 / 1e-5 (every remaining frame for the other sets: 31 Kolmogorov, 91 diffusion-reaction, 20
 for the nu = 5e-4 target), mixture draws ~ training trajectories x weight, channels padded with
-ones, Adam + L2 1e-6 + OneCycle + clipping. The table in BUILD_NOTES.md (the 90.5-minute run)
+ones, Adam + L2 1e-6 + OneCycle + clipping. The earlier table (the 90.5-minute run, in CHANGELOG.md)
 predates this protocol; its settings were ``data.keep_w0=True`` with every remaining frame as the
 horizon (``"t_test": 41`` / ``21`` / ``11`` in the NS entries), ``data.mixture_rule="weight"``,
 ``data.channel_padding="zeros_masked"`` and the optimizer ``{"name": "adam", "learning_rate": 1e-3,

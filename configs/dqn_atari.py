@@ -11,7 +11,7 @@ frames; sticky actions 0.25, 84x84 grayscale, frame skip 4 with max-pooling, 4-f
 life-loss terminals, episodes end (as terminal) after 100k emulator frames, the minimal action set.
 The network: Nature CNN (11x11x64 features) -> 121 per-pixel tokens -> Soft MoE, 8 experts of 512
 units -> Q head; ``--config.network.head=dense`` is Dopamine's ``NatureDQNNetwork`` (Dense 512).
-Every value beside Dopamine's, with file and line: BUILD_NOTES.md, "Protocol table:
+Every value beside Dopamine's, with file and line: docs/methods/soft_moe_rl.md, "Protocol table:
 configs/dqn_atari.py vs Dopamine".
 
 Counts (``dqn.*``) are agent steps, as Dopamine's gin files count them; the logged ``frames`` are

@@ -8,7 +8,7 @@ with ``JaxDQNAgent``'s defaults: Adam lr 2.5e-4 / eps 3.125e-4, target sync ever
 1000 frames of random play, replay 100k, batch 32, one update every 4 frames, epsilon 1 -> 0.01
 over 250k frames, MSE loss (not halved), rewards clipped to [-1, 1] for learning, sticky actions
 0.1, all 6 actions). Every hyper-parameter beside Dopamine's value, with file and line, and the
-switch for each difference: BUILD_NOTES.md, "Protocol table: configs/dqn_minatar.py vs Dopamine".
+switch for each difference: docs/methods/soft_moe_rl.md, "Protocol table: configs/dqn_minatar.py vs Dopamine".
 The MoE paper has no MinAtar config; its Atari DQN uses lr 6.25e-5 / eps 1.5e-4 and an 8000-frame
 target period (``--config.optimizer.learning_rate=6.25e-5 --config.optimizer.eps=1.5e-4``).
 Dopamine's MinAtar network has no hidden dense layer (conv 16 -> Q; ``--config.network.head=none``);

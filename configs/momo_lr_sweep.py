@@ -1,4 +1,4 @@
-r"""Learning-rate sweep of MoMo / MoMo-Adam against their baselines (issue 3's study).
+r"""Learning-rate sweep of MoMo / MoMo-Adam against their baselines (the MoMo page's study).
 
 One learning rate per decade, several seeds, vmapped over both; scikit-learn's digits (no
 download). Run::

@@ -2,7 +2,7 @@ r"""OT-CLIP on scikit-learn's digits: a two-tower study of the OT loss family an
 
 Paper: Shi, Fan & Yan, "OT-CLIP: Understanding and Generalizing CLIP via Optimal Transport",
 ICML 2024, https://proceedings.mlr.press/v235/shi24b.html (code we compare against:
-github.com/fan23j/ICML2024-OT-CLIP; see BUILD_NOTES.md, "OT-CLIP").
+github.com/fan23j/ICML2024-OT-CLIP; see docs/methods/ot_clip.md, "Differences from the official code").
 
 Run (about 10-20 minutes on 2 CPU cores; resumable, finished cells are skipped)::
 

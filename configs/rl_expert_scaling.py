@@ -35,7 +35,7 @@ seed; ``two_games`` runs the same cells on both games at ``TWO_GAMES_FRAMES``. T
 (250k of 1M frames) and the random warm-up (1000 of 1M frames) scale with the frames; every
 other DQN setting is Dopamine's MinAtar one. The replay capacity is cut to the frames (100k in
 Dopamine): the buffer never holds more transitions, so this changes nothing but checkpoint size.
-What each design costs on the 2-core CPU the studies ran on is in BUILD_NOTES.md.
+What each design costs on the 2-core CPU the studies ran on is in docs/methods/soft_moe_rl.md, "Performance".
 """
 
 import ml_collections

@@ -1,4 +1,4 @@
-r"""MoMo in deep RL (issue 11): MoMo-Adam, MoMo-Adam* and Adam over a learning-rate grid in DQN.
+r"""MoMo in deep RL: MoMo-Adam, MoMo-Adam* and Adam over a learning-rate grid in DQN.
 
 Schaipp et al., "MoMo: Momentum Models for Adaptive Learning Rates", ICML 2024: MoMo-Adam caps
 Adam's step by a Polyak-type step from a model of the loss with lower bound ``lb`` (0 here:

@@ -87,7 +87,7 @@ def test_component_exports_for_cuda_and_tpu(name):
     "implicit=True gradients (any OT loss): ott's ImplicitDiff solves with lineax, whose convergence check is an "
     "equinox runtime error, i.e. a host callback (pure_callback), which jax.export cannot serialise. jax.jit on a "
     "GPU/TPU host runs it; EQX_ON_ERROR=nan (set before equinox is imported) makes a failed solve NaN instead and "
-    "the program exports (BUILD_NOTES.md, 'The accelerator path, checked by export')"))
+    "the program exports (docs/design.md, 'The accelerator path, checked by export')"))
 def test_implicit_ot_gradient_does_not_export():
   program, args = _ot_loss("entropic_ot", implicit=True)
   export_for(program, *args)

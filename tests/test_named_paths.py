@@ -1,4 +1,4 @@
-"""Every repository path that the code, configs, README, docs, notebooks or BUILD_NOTES name exists."""
+"""Every repository path that the code, configs, README, docs, notebooks, BUILD_NOTES or the changelog name exists."""
 
 import pathlib
 import re
@@ -7,7 +7,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SCANNED = ("jaxlab/**/*.py", "configs/*.py", "benchmarks/*.py", "scripts/*.py", "colabs/src/*.py",
-           "colabs/README.md", "README.md", "BUILD_NOTES.md", "docs/**/*.md")  # not tests/: bad-input tests name missing files
+           "colabs/README.md", "README.md", "BUILD_NOTES.md", "CHANGELOG.md", "docs/**/*.md")  # not tests/: bad-input tests name missing files
 # A path into one of our top-level folders (not one inside another repository's tree, such as
 # dopamine's labs/moes/configs/...), or a notes file at the top.
 PATH = re.compile(r"(?<![\w/.-])((?:benchmarks|configs|scripts|colabs|tests|jaxlab|docs)/[\w/.-]*?\w"

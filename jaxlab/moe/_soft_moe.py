@@ -3,7 +3,7 @@
 Puigcerver, Riquelme, Mustafa, Houlsby. "From Sparse to Soft Mixtures of Experts", ICLR 2024
 (arXiv 2308.00951); used as the penultimate layer of value networks by Obando-Ceron et al.,
 "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024 (arXiv 2402.08609).
-Follows dopamine's ``labs/moes/architectures/softmoe.py`` (BUILD_NOTES.md, "Differences from the official code", for deviations).
+Follows dopamine's ``labs/moes/architectures/softmoe.py`` (docs/methods/soft_moe_rl.md, "Differences from the official code", for deviations).
 
 Notation (einsum letters, as in vmoe's soft_moe/router.py):
   b: batch (each sample is one routing group), m: tokens per sample, d: token dim,

@@ -6,7 +6,7 @@ logits ``L = X Phi``. Mathematically this equals :func:`jaxlab.moe.soft_moe_eins
 it exists because the straightforward einsum version (and its autodiff backward) runs 5-14x
 slower than a dense layer of the same FLOPs on XLA:CPU. It is tuned for XLA:CPU only:
 :func:`jaxlab.moe.soft_moe` runs it on CPU and the einsum form on GPU/TPU (``impl="auto"``).
-What makes it fast (BUILD_NOTES.md, "Performance: the Soft-MoE layer", has the measurements):
+What makes it fast (docs/methods/soft_moe_rl.md, "Performance: the Soft-MoE layer", has the measurements):
 
 * Normalisers from the contractions: combine weights ``E = exp(L - rowmax)`` and dispatch
   weights ``exp(L - colmax)`` stay unnormalised; the dispatch normaliser is an extra row of the

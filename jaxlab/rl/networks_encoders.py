@@ -63,7 +63,7 @@ class PatchConv(nn.Module):
   ``nn.Conv(F, (k, k), strides=(stride, stride))``. Why: inside a ``lax.scan`` (the jitted RL
   loop) XLA:CPU runs convolutions and their gradients many times slower than the same work as
   one matmul over gathered patches (the Nature CNN's update: 2.4 s vs 0.19 s outside the loop,
-  BUILD_NOTES.md "Atari through envpool"); outside loops the two cost about the same.
+  docs/methods/soft_moe_rl.md, "Atari through envpool"); outside loops the two cost about the same.
 
   A strided convolution is first rearranged space-to-depth (blocks of ``stride x stride`` pixels
   become channels) and its kernel, zero-padded to a multiple of the stride, likewise, so the

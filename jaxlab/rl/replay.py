@@ -11,7 +11,7 @@ arrays: ``experience``, ``current_index`` int32, ``is_full`` bool), so it checkp
 ``add`` is a scatter of N rows at one time index and ``sample`` a gather of ``2 * batch_size``
 rows: both O(batch), independent of capacity, *provided the jitted function that carries the
 state donates it* (``donate_argnums``); without donation every call copies the whole buffer once
-(benchmarks/rl_td_update_speed.py; BUILD_NOTES.md, "Performance: the jitted DQN on XLA:CPU").
+(benchmarks/rl_td_update_speed.py; docs/methods/soft_moe_rl.md, "Performance: the jitted DQN on XLA:CPU").
 
 Episode boundaries: with auto-reset, the slot after the last step of an episode holds the first
 observation of the next one. That is harmless where the episode *terminated* (``discount = 0``

@@ -16,7 +16,7 @@ uniformly random actions (Dopamine acts with epsilon = 1 and does not train unti
 Routing statistics of a MoE head (``moe/...``: dispatch and combine entropies, expert loads) are
 those of the acting forward passes, i.e. of the observations the agent acts on, averaged over the
 logged steps; the TD loss does not recompute them over its replay batch (on XLA:CPU that cost ~18%
-of a Soft-MoE update; BUILD_NOTES.md, "Profile of one jitted call"). A Top-1 head's auxiliary
+of a Soft-MoE update; docs/methods/soft_moe_rl.md, "Profile of one jitted call"). A Top-1 head's auxiliary
 losses are logged from the loss, which uses them.
 
 Bad input: every ``env.*`` / ``dqn.*`` key the task reads is checked when the task is built, before

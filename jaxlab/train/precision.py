@@ -5,7 +5,7 @@ its params, floating batch leaves and ``extra`` (e.g. DQN's target params) cast 
 float32 params stay the master copies that the gradients (float32, through the cast) and the
 optimizer update. Models compute in the dtype of the params they are applied with; where
 bfloat16's 8 mantissa bits are not enough, code upcasts to float32 on purpose (normalisation
-statistics, FFTs, phases of a time embedding, loss reductions; BUILD_NOTES.md, "bfloat16 compute
+statistics, FFTs, phases of a time embedding, loss reductions; docs/design.md, "bfloat16 compute
 and the GPU script", lists them per task). A task that computes outside the loss with the params
 (DQN's acting in ``collect``) casts them with :func:`cast_floats` to :func:`compute_dtype` of its
 config itself; evaluation runs on the float32 params.

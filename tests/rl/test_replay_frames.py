@@ -97,7 +97,7 @@ def test_memory_per_transition_is_one_uint8_frame():
   state = jax.eval_shape(replay.init)
   nbytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state.experience))
   assert nbytes == replay.capacity * replay.bytes_per_slot and replay.bytes_per_slot == 84 * 84 + 13
-  assert 1_000_000 * replay.bytes_per_slot == 7_069_000_000  # BUILD_NOTES: 7.07 GB per 1M transitions
+  assert 1_000_000 * replay.bytes_per_slot == 7_069_000_000  # docs/methods/soft_moe_rl.md: 7.07 GB per 1M transitions
 
 
 def test_sampling_before_min_size_is_refused():

@@ -101,7 +101,7 @@ def test_quickstart_suite_is_made_of_exported_configs():
 
 
 def test_dpot_soft_moe_on_a_data_model_expert_mesh_exports(data_dir):
-  """The composition config (BUILD_NOTES.md, "Composition (issue 11)") on (data 2, model 2, expert 2)."""
+  """The composition config (docs/methods/compose.md) on (data 2, model 2, expert 2)."""
   config = _load("dpot_moe:tiny", data_dir)
   config.mesh = (("data", 2), ("model", 2), ("expert", 2))
   exported, setup = export_train_step(config)

@@ -4,7 +4,7 @@ Every family maps (parameters, grid size N, PRNG key) to one trajectory of shape
 (num_frames + 1, N, N, C): frame 0 is the initial state (after any warm-up), then one frame every
 ``frame_interval`` time units. Time steps are fixed (no adaptivity, so every trajectory of a
 batch runs the same program under ``vmap``); the defaults were chosen from Courant numbers
-measured on generated data and a half-dt comparison (BUILD_NOTES.md, "PDE data: accuracy";
+measured on generated data and a half-dt comparison (docs/methods/dpot.md, "PDE data: accuracy";
 benchmarks/pde_data_accuracy.py).
 
 * ``ns_fno``: FNO's forced 2-D Navier-Stokes vorticity (Li et al., ICLR 2021, Sec. 5.3), 1 channel.
@@ -155,7 +155,7 @@ def _simulate_diffusion_reaction(params: Mapping[str, Any], num_points: int,
 
 #: FNO's three viscosities -> (frames after w0, dt). FNO records t = 1..T (T = 50, 30, 20); dt keeps
 #: the Courant number max|u| dt / dx <= ~0.6 on the generated data (ETDRK4 blew up at 2x these dt
-#: for some trajectories; BUILD_NOTES.md, "PDE data: accuracy").
+#: for some trajectories; docs/methods/dpot.md, "PDE data: accuracy").
 FNO_VISCOSITIES: dict[float, tuple[int, float]] = {1e-3: (50, 1 / 32), 1e-4: (30, 1 / 64),
                                                    1e-5: (20, 1 / 64)}
 
