@@ -63,7 +63,7 @@ public_api_modules = [
 # the file's path in code font (_ext/repo_files.py); a link to a missing file fails the build.
 repo_files_root = str(REPO)
 
-# {result}`FILE.json:key.key|format` reads a figure from benchmarks/results/ at build time, and the
+# {result}`FILE.json:key.key;format` reads a figure from benchmarks/results/ at build time, and the
 # results page lists every results file (_ext/results.py); a reference that does not resolve fails the build.
 results_dir = str(REPO / "benchmarks" / "results")
 

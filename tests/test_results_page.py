@@ -1,6 +1,6 @@
 """The figures the docs quote come from benchmarks/results/, and the results page lists every file there.
 
-docs/_ext/results.py renders ``{result}`FILE.json:key.key|format``` from the file at build time and
+docs/_ext/results.py renders ``{result}`FILE.json:key.key;format``` from the file at build time and
 generates the results page; these tests call the same functions directly (no Sphinx build): every
 reference in the pages resolves, a wrong one is refused naming what is missing, and every
 ``benchmarks/results/**.json`` has a described section on the page.
@@ -41,8 +41,9 @@ def test_the_method_pages_quote_their_figures_through_the_role():
     ("rl/no_such_file.json:x", "no file benchmarks/results/rl/no_such_file.json"),
     ("rl/throughput.json:heads.no_such_head", "has no key 'no_such_head' under heads"),
     ("rl/throughput.json:heads", "is a dict, not a value"),
-    ("rl/throughput.json", "is not 'FILE.json:key.key[|format]'"),
-    ("train/step_overhead.json:params_per_run|.2q", "format '.2q' does not apply"),
+    ("rl/throughput.json", "is not 'FILE.json:key.key[;format]'"),
+    ("train/step_overhead.json:params_per_run;.2q", "format '.2q' does not apply"),
+    ("train/step_overhead.json:results.dispatch_bound_4.8k_params.speedup", "no key 'dispatch_bound_4'"),
 ])
 def test_a_reference_that_does_not_resolve_is_refused_naming_what_is_missing(reference, message):
   with pytest.raises(results.ResultError, match=re.escape(message)):
@@ -51,19 +52,23 @@ def test_a_reference_that_does_not_resolve_is_refused_naming_what_is_missing(ref
 
 def test_a_broken_reference_in_a_page_is_reported_with_page_and_line(tmp_path):
   (tmp_path / "docs").mkdir()
-  (tmp_path / "docs" / "page.md").write_text("fine {result}`a.json:x.0|.1f`\n\nbroken {result}`a.json:y`\n")
+  (tmp_path / "docs" / "page.md").write_text("fine {result}`a.json:x.0;.1f`\n\nbroken {result}`a.json:y`\n")
   (tmp_path / "r").mkdir()
   (tmp_path / "r" / "a.json").write_text(json.dumps({"x": [1.25]}))
-  assert results.lookup(tmp_path / "r", "a.json:x.0|.1f") == "1.2"
+  assert results.lookup(tmp_path / "r", "a.json:x.0;.1f") == "1.2"
   assert results.unresolved(tmp_path / "docs", tmp_path / "r") == [
       "docs/page.md:3: {result}`a.json:y`: benchmarks/results/a.json has no key 'y' under the top level (there: ['x'])"]
 
 
 def test_values_render_as_the_file_has_them():
   data = json.loads((RESULTS / "train" / "step_overhead.json").read_text())
-  assert results.lookup(RESULTS, "train/step_overhead.json:params_per_run|,") == f"{data['params_per_run']:,}"
+  assert results.lookup(RESULTS, "train/step_overhead.json:params_per_run;,") == f"{data['params_per_run']:,}"
   ratio = data["results"]["one_run"]["ratio_to_bare"]["no_guard"]
-  assert results.lookup(RESULTS, "train/step_overhead.json:results.one_run.ratio_to_bare.no_guard|.2f") == f"{ratio:.2f}"
+  assert results.lookup(RESULTS, "train/step_overhead.json:results.one_run.ratio_to_bare.no_guard;.2f") == f"{ratio:.2f}"
+  bare = data["results"]["one_run"]["ms"]["bare"]
+  assert results.lookup(RESULTS, "train/step_overhead.json:results.one_run.ms.bare;*1e-3:.3f") == f"{bare / 1000:.3f}"
+  speedup = data["results"]["dispatch_bound_4.8k_params"]["speedup"]  # a key with a dot, in brackets
+  assert results.lookup(RESULTS, "train/step_overhead.json:results.[dispatch_bound_4.8k_params].speedup;.1f") == f"{speedup:.1f}"
 
 
 def test_every_results_file_is_described_and_on_the_page():

@@ -1,9 +1,12 @@
 """Sphinx extension: figures read from benchmarks/results/ at build time, and the results page.
 
-* The role ``{result}`` renders a value of a results file: ``{result}`rl/throughput.json:heads.dense.frames_per_sec.jaxlab|,.0f```
+* The role ``{result}`` renders a value of a results file: ``{result}`rl/throughput.json:heads.dense.frames_per_sec.jaxlab;,.0f```
   reads ``benchmarks/results/rl/throughput.json``, follows the keys (a list takes an integer
-  index; a key may contain spaces, not dots) and formats the value with the Python format spec
-  after ``|`` (optional; without it an int is shown as is and a float to 4 significant digits).
+  index; a key with a dot in it is written in brackets, ``results.[dispatch_bound_4.8k_params].speedup``)
+  and formats the value with the Python format spec after ``;`` (optional; without it an int is
+  shown as is and a float to 4 significant digits); ``;*1000:.1f`` multiplies by 1000 first
+  (seconds shown as ms). ``;``, not ``|``: a ``|`` would end a cell of
+  a Markdown table.
   A missing file or key is an error naming the page, its line and the reference, which fails the
   ``-W`` build. So a figure quoted in the docs cannot differ from its file.
 * The page ``results`` (docs/results.md) gets, where its line ``% results-sections`` is, one
@@ -32,10 +35,13 @@ from docutils import nodes
 
 from results_catalog import CATALOG
 
-#: A reference in a page's source: {result}`path:key.key|format`.
+#: A reference in a page's source: {result}`path:key.key;format`.
 REFERENCE = re.compile(r"(?<!`)\{result\}`([^`\n]+)`")  # not `{result}` in code
 #: The line of docs/results.md that the generated sections replace.
 MARKER = "% results-sections"
+#: One key of a key path: ``[a key.with dots]`` or a run of characters without dots.
+_KEY = re.compile(r"\[([^\]]+)\]|([^.\[\]]+)")
+_KEY_PATH = re.compile(r"(?:\[[^\]]+\]|[^.\[\]]+)(?:\.(?:\[[^\]]+\]|[^.\[\]]+))*")
 #: Top-level keys that say where a file was measured.
 MACHINE_KEYS = ("machine", "device", "devices", "cpu", "cpus", "platform", "backend", "processor", "jax",
                 "optax", "xla_flags", "load_avg_1m", "load_average", "load_avg_start", "load_average_start")
@@ -58,7 +64,8 @@ def lookup(results_dir: pathlib.Path | str, reference: str) -> str:
 
   Args:
     results_dir: the folder the references are relative to (benchmarks/results/).
-    reference: ``path:key.key...`` with an optional ``|format`` (a Python format spec).
+    reference: ``path:key.key...`` with an optional ``;format`` (a Python format spec); a key
+      with a dot in it is written in brackets.
 
   Returns:
     The value, formatted.
@@ -67,13 +74,16 @@ def lookup(results_dir: pathlib.Path | str, reference: str) -> str:
     ResultError: the file, a key or the format does not exist or does not apply; the message
       names which.
   """
-  body, _, spec = reference.partition("|")
+  body, _, spec = reference.partition(";")
   relpath, sep, keypath = body.strip().partition(":")
   if not sep or not keypath:
-    raise ResultError(f"{reference!r} is not 'FILE.json:key.key[|format]'")
+    raise ResultError(f"{reference!r} is not 'FILE.json:key.key[;format]'")
   value: Any = _load(pathlib.Path(results_dir), relpath)
   walked = []
-  for key in keypath.split("."):
+  keys = [quoted or plain for quoted, plain in _KEY.findall(keypath)]
+  if not _KEY_PATH.fullmatch(keypath.strip()):
+    raise ResultError(f"{reference!r}: the key path {keypath!r} does not parse (a key with a dot goes in brackets)")
+  for key in keys:
     if isinstance(value, list) and re.fullmatch(r"-?\d+", key) and -len(value) <= int(key) < len(value):
       value = value[int(key)]
     elif isinstance(value, dict) and key in value:
@@ -92,6 +102,11 @@ def lookup(results_dir: pathlib.Path | str, reference: str) -> str:
 def _format(value: Any, spec: str, reference: str) -> str:
   if value is None:
     return "n/a"
+  scale = re.fullmatch(r"\*([0-9.e+-]+):(.*)", spec)  # "*1000:.1f": seconds shown as ms
+  if scale:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+      raise ResultError(f"{value!r} is not a number to scale ({reference})")
+    value, spec = value * float(scale.group(1)), scale.group(2)
   if spec:
     try:
       return format(value, spec)
@@ -134,7 +149,8 @@ def results_files(results_dir: pathlib.Path | str) -> list[str]:
 def _leaves(value: Any, prefix: str = ""):
   if isinstance(value, dict):
     for key, item in value.items():
-      yield from _leaves(item, f"{prefix}.{key}" if prefix else str(key))
+      key = f"[{key}]" if "." in str(key) else str(key)
+      yield from _leaves(item, f"{prefix}.{key}" if prefix else key)
   elif isinstance(value, list) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
     numbers = [v for v in value if v is not None and math.isfinite(v)]
     shown = ", ".join(_format(v, "", prefix) for v in value[:4]) + (", ..." if len(value) > 4 else "")
