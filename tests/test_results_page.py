@@ -65,6 +65,12 @@ def test_values_render_as_the_file_has_them():
   assert results.lookup(RESULTS, "train/step_overhead.json:params_per_run;,") == f"{data['params_per_run']:,}"
   ratio = data["results"]["one_run"]["ratio_to_bare"]["no_guard"]
   assert results.lookup(RESULTS, "train/step_overhead.json:results.one_run.ratio_to_bare.no_guard;.2f") == f"{ratio:.2f}"
+  seeds = json.loads((RESULTS / "dpot" / "official_protocol" / "study.json").read_text())["a_dpot_nu1e-3"]["final_loss"]
+  mean = sum(seeds) / len(seeds)
+  std = (sum((x - mean) ** 2 for x in seeds) / len(seeds)) ** 0.5  # numpy's default, ddof 0
+  ref = "dpot/official_protocol/study.json:a_dpot_nu1e-3.final_loss."
+  assert (results.lookup(RESULTS, ref + "mean;.6f"), results.lookup(RESULTS, ref + "std;.6f")) == (f"{mean:.6f}", f"{std:.6f}")
+  assert results.lookup(RESULTS, ref + "max") == f"{max(seeds):.4g}"
   bare = data["results"]["one_run"]["ms"]["bare"]
   assert results.lookup(RESULTS, "train/step_overhead.json:results.one_run.ms.bare;*1e-3:.3f") == f"{bare / 1000:.3f}"
   speedup = data["results"]["dispatch_bound_4.8k_params"]["speedup"]  # a key with a dot, in brackets

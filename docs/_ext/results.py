@@ -2,7 +2,8 @@
 
 * The role ``{result}`` renders a value of a results file: ``{result}`rl/throughput.json:heads.dense.frames_per_sec.jaxlab;,.0f```
   reads ``benchmarks/results/rl/throughput.json``, follows the keys (a list takes an integer
-  index; a key with a dot in it is written in brackets, ``results.[dispatch_bound_4.8k_params].speedup``)
+  index, a list of numbers also ``mean``, ``std``, ``min`` or ``max``; a key with a dot in it is
+  written in brackets, ``results.[dispatch_bound_4.8k_params].speedup``)
   and formats the value with the Python format spec after ``;`` (optional; without it an int is
   shown as is and a float to 4 significant digits); ``;*1000:.1f`` multiplies by 1000 first
   (seconds shown as ms). ``;``, not ``|``: a ``|`` would end a cell of
@@ -52,6 +53,24 @@ class ResultError(ValueError):
   """A ``{result}`` reference that does not resolve (a missing file, key or a bad format)."""
 
 
+def _is_number(value: Any) -> bool:
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _mean(values: list[float]) -> float:
+  return sum(values) / len(values)
+
+
+#: What a key path may take of a list of numbers (the seeds of a cell). ``std`` is numpy's default,
+#: the population standard deviation (ddof 0), as the studies' tables report it.
+_STATISTICS = {
+    "mean": _mean,
+    "std": lambda v: math.sqrt(sum((x - _mean(v)) ** 2 for x in v) / len(v)),
+    "min": min,
+    "max": max,
+}
+
+
 def _load(results_dir: pathlib.Path, relpath: str) -> Any:
   file = results_dir / relpath
   if not file.is_file():
@@ -88,6 +107,8 @@ def lookup(results_dir: pathlib.Path | str, reference: str) -> str:
       value = value[int(key)]
     elif isinstance(value, dict) and key in value:
       value = value[key]
+    elif isinstance(value, list) and key in _STATISTICS and value and all(_is_number(v) for v in value):
+      value = _STATISTICS[key](value)  # over seeds: "l2re.mean", "l2re.std"
     else:
       where = ".".join(walked) or "the top level"
       have = list(value)[:12] if isinstance(value, dict) else (f"a list of {len(value)}" if isinstance(value, list)
