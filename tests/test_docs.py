@@ -1,4 +1,4 @@
-"""The documentation site builds with warnings as errors, and its examples run (issue 18).
+"""The documentation site builds with warnings as errors, and its examples run.
 
 * The Sphinx build of docs/ with ``-W``: autodoc of every public name, every cross-reference
   (``nitpicky``), the notebooks, and the public-API check of docs/_ext/public_api.py. Any warning

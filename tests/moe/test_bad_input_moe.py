@@ -114,7 +114,7 @@ CASES: list[Case] = [
     ("MoE pure", "soft_moe: no tokens", _soft(jnp.zeros((2, 0, 6))), "soft_moe tokens have shape (2, 0, 6)"),
     ("MoE pure", "soft_moe: experts with hidden width 0", _soft(h=0),
      "expert w1 has shape (2, 6, 0); need >= 1 expert and hidden width >= 1"),
-    # the implementation switch (issue 18); single_exponential exists only in the CPU kernel
+    # the implementation switch; single_exponential exists only in the CPU kernel
     ("MoE pure", "soft_moe: unknown impl", _soft(options={"impl": "gpu"}),
      "impl='gpu'; choose one of ('auto', 'cpu_kernel', 'einsum')"),
     ("MoE pure", "soft_moe: single_exponential without the kernel", _soft(options={"single_exponential": True}),

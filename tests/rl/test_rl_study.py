@@ -45,7 +45,7 @@ def test_every_cell_builds_a_trainer_config(module, arg):
     else:
       assert c.dqn.replay_capacity >= frames
     assert c.num_steps % c.steps_per_call == 0 and c.checkpoint_every % c.steps_per_call == 0
-  if module is rl_expert_scaling and arg == "two_games":  # issue 21's run: both games, the 7 cells
+  if module is rl_expert_scaling and arg == "two_games":  # the 60k-frame run: both games, the 7 cells
     assert tuple(study.games) == ("breakout", "space_invaders") and len(units(study)) == 14
     assert frames == rl_expert_scaling.TWO_GAMES_FRAMES and study.prefix == "expert_scaling_two_games"
   if module is rl_expert_scaling and arg is None:
