@@ -50,7 +50,7 @@ def file_sets(config: Any) -> list:
 
 def model_resolution(config: Any) -> int:
   """The grid points per axis the model takes: ``data.resolution``, or for files that strided by the sets'
-  ``downsample`` (:func:`jaxlab.pde.data.files.configured.served_size`; a config or its dict)."""
+  ``downsample`` (``served_size`` of ``jaxlab.pde.data.files.configured``; a config or its dict)."""
   if data_source(config) == "files":
     from jaxlab.pde.data.files.configured import served_size  # noqa: PLC0415 - h5py only for files
     return served_size(config["data"])

@@ -103,7 +103,7 @@ def make_dataset(name: str, trajectories: np.ndarray, *, num_test: int | None = 
                  verify_finite: bool = True, downsample: Sequence[int] = (1, 1)) -> PDEDataset:
   """Wraps an array (n, frames, X, Y, C) float32; ``num_test`` defaults to 10% (at least 1).
 
-  ``downsample``: :attr:`PDEDataset.downsample` (the stride taken after resampling to a batch's grid).
+  ``downsample``: :class:`PDEDataset`'s ``downsample`` (the stride taken after resampling to a batch's grid).
 
   ``trajectories`` may be any array-like with ``shape``, ``dtype`` and numpy indexing of
   ``[i, start:stop]`` and ``[i:j, :stop]`` (e.g. :class:`jaxlab.pde.data.files.Split`).

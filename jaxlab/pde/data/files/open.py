@@ -9,7 +9,7 @@ two parts may not overlap. Files are told apart by what they are (device and ino
 their paths are spelt: a ``test_path`` that is a symlink to the training file is that file.
 
 The entry's ``downsample`` is not a read stride: the files are read whole, and the data set carries
-it (:attr:`~jaxlab.pde.data.PDEDataset.downsample`), so the loader takes every k-th point after
+it (the ``downsample`` of :class:`~jaxlab.pde.data.PDEDataset`), so the loader takes every k-th point after
 resampling to ``data.resolution``, as DPOT does (utils/griddataset.py:150 resizes with ``pad_data``,
 then :169-171 strides x and y).
 """

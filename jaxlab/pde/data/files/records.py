@@ -173,7 +173,8 @@ class Records(TrajectoryArray):
     source: the file or folder (messages).
     shape: (n, T, X, Y, C) as read, after ``stride``.
     stride: (sx, sy) every sx-th / sy-th stored grid point is read; ``open_set`` reads every point (1, 1),
-      since DPOT's ``downsample`` strides after the resampling (:attr:`jaxlab.pde.data.PDEDataset.downsample`).
+      since DPOT's ``downsample`` strides after the resampling (the ``downsample`` of
+      :class:`jaxlab.pde.data.PDEDataset`).
     allow_external_links: follow HDF5 external links, external raw storage and virtual datasets
       (``data.allow_external_links``); off, they are refused.
   """
