@@ -322,8 +322,8 @@ def load_master(path: str, names: Sequence[str] = ()) -> dict[str, MasterEntry]:
     InputError: a name the table lacks, or a named entry that is not a valid 2-D set.
   """
   table = load_table(path)
-  missing = [n for n in names if n not in table]
-  check(not missing, f"master table {path} has no entry {missing[0] if missing else ''!r}; it has: {', '.join(table)}")
+  for name in names:
+    check(name in table, f"master table {path} has no entry {name!r}; it has: {', '.join(table)}")
   where = f"master table {path}" + ("" if names else " (every entry is used: no names given)")
   return {name: check_entry(name, table[name], where) for name in (names or table)}
 

@@ -143,6 +143,10 @@ def official_table(tmp_path):
 def test_the_official_table_loads_and_its_3d_sets_are_one_line_when_named(official_table):
   table = load_master(str(official_table), TWO_D)                   # only the named entries are checked
   assert list(table) == list(TWO_D) and table[TWO_D[1]].scatter_storage and table[TWO_D[1]].n_channels == 4
+  with pytest.raises(InputError, match=r"entry 'ns3d_pdb_M1_turb' is a 3-D set \(in_size=\(64, 64, 64\)\)"):
+    load_master(str(official_table), ("ns3d_pdb_M1_turb",))
+  with pytest.raises(InputError, match=r"has no entry 'ns2d'; it has: ns2d_fno_1e-5, ns2d_pdb_M1_eta1e-1_zeta1e-1, "):
+    load_master(str(official_table), ("ns2d",))
   config = load_config("dpot_files:tiny")
   config.data.master, config.data.names = str(official_table), (*TWO_D, "ns3d_pdb_M1_rand")
   with pytest.raises(InputError, match=r"^master table .*make_master_file.py: entry 'ns3d_pdb_M1_rand' is a 3-D "
