@@ -8,7 +8,9 @@ test_size, t_test, ...; a ``.py`` file in that style, ``.json`` or ``.yaml``) fr
 files: DPOT's own layouts, PDEBench's 2-D CFD and per-sample files, The Well
 (``jaxlab.pde.data.files``; docs/methods/dpot.md, "PDE data from the field's files").
 Sets on other grids are resampled bilinearly to ``data.resolution`` and scored at their own
-points, as DPOT does. Rows are read per process from disk, a batch a function of (seed, step).
+points, as DPOT does; a table entry's ``downsample`` then keeps every k-th point (DPOT's order).
+Only the entries ``data.names`` selects are checked, so the official table, 3-D sets and all, loads
+as it is. Rows are read per process from disk, a batch a function of (seed, step).
 
 Run::
 

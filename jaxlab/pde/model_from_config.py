@@ -2,7 +2,8 @@
 
 The task sets the model's channels and time steps from the data (``in_channels`` /
 ``out_channels`` from the widest set or ``data.num_channels``, ``in_timesteps`` / ``out_timesteps``
-from ``t_in`` / ``t_out``, DPOT's ``img_size`` from ``data.resolution``); every other key is the
+from ``t_in`` / ``t_out``, DPOT's ``img_size`` from ``data.resolution``, strided by the master
+table's ``downsample`` for files: :func:`jaxlab.pde.data.from_config.model_resolution`); every other key is the
 model's own, checked when the model is built (``InputError`` naming the key).
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 import ml_collections
 
 from jaxlab.errors import InputError, check, is_int
-from jaxlab.pde.data.from_config import widest_set_channels
+from jaxlab.pde.data.from_config import model_resolution, widest_set_channels
 from jaxlab.pde.dpot import DPOT
 from jaxlab.pde.fno import FNO2d
 from jaxlab.pde.sizes import OFFICIAL_PARAM_COUNTS, dpot_config
@@ -40,7 +41,7 @@ def model_kwargs(config: ml_collections.ConfigDict, channels: int) -> tuple[str,
     check(key not in m, f"model.{key} is set by the task (t_in, t_out, data.resolution); remove it")
   io = dict(in_channels=channels, out_channels=channels, in_timesteps=config.t_in, out_timesteps=config.t_out)
   if name == "dpot":
-    return name, dpot_config(m.pop("size", "cpu_small"), img_size=config.data.resolution, **io, **m)
+    return name, dpot_config(m.pop("size", "cpu_small"), img_size=model_resolution(config), **io, **m)
   return name, {**io, **m}
 
 
@@ -55,15 +56,17 @@ def paper_count(config: ml_collections.ConfigDict) -> str:
 def build_model(config: ml_collections.ConfigDict, channels: int) -> Any:
   """The configured DPOT or FNO-2D, its settings checked (``InputError`` naming the bad key)."""
   name, kwargs = model_kwargs(config, channels)
-  res = config.data.resolution
+  res = model_resolution(config)
+  grid = "data.resolution" if res == config.data.resolution else \
+      f"the served grid (data.resolution={config.data.resolution} strided by the master table's downsample)"
   if name == "dpot":
     p = kwargs["patch_size"]
     check(isinstance(p, int) and p > 0 and res % p == 0,
-          f"data.resolution={res} is not divisible by the DPOT patch size {p} (model.patch_size)")
+          f"{grid}={res} is not divisible by the DPOT patch size {p} (model.patch_size)")
     return _checked(DPOT, kwargs)
   modes = kwargs.get("modes", FNO2d.modes)
   check(is_int(modes) and modes >= 1, f"model.modes={modes!r} must be an int >= 1 (Fourier modes kept per axis)")
-  check(2 * modes <= res, f"model.modes={modes} needs data.resolution >= {2 * modes}, got {res}; "
+  check(2 * modes <= res, f"model.modes={modes} needs {grid} >= {2 * modes}, got {res}; "
         f"use model.modes <= {res // 2}")
   return _checked(FNO2d, kwargs)
 

@@ -31,7 +31,7 @@ import ml_collections
 import numpy as np
 
 from jaxlab.pde.data import MIXTURE_RULES, mixture_batch
-from jaxlab.pde.data.from_config import data_source, evaluation_data, load_datasets, pad_value
+from jaxlab.pde.data.from_config import data_source, evaluation_data, load_datasets, model_resolution, pad_value
 from jaxlab.pde.losses import make_loss_fn
 from jaxlab.pde.model_from_config import paper_count
 from jaxlab.pde.operator_config import check_config
@@ -76,9 +76,10 @@ def pde_operator(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   train_on_padding = d.get("channel_padding", "ones") == "ones"
   loss_fn = make_loss_fn(model.apply, noise_scale=config.noise_scale)
   evals = evaluation_data(config, datasets, channels)
+  grid = model_resolution(config)  # data.resolution, strided by a files run's downsample
 
   def init_params(rng):
-    x = jnp.zeros((1, d.resolution, d.resolution, config.t_in, channels), jnp.float32)
+    x = jnp.zeros((1, grid, grid, config.t_in, channels), jnp.float32)
     return model.init(rng, x)["params"]
 
   def host_batch(step, rows, seed):

@@ -18,7 +18,7 @@ from jaxlab.pde.data.families import FAMILIES, FNO_VISCOSITIES, Family, get_fami
 from jaxlab.pde.data.generator import generate
 from jaxlab.pde.data.loader import (MIXTURE_RULES, MixturePlan, PDEDataset, load_dataset, make_dataset,
                                     mixture_batch, mixture_plan, mixture_probabilities, rollout_eval_data,
-                                    windows)
+                                    served_grid, windows)
 from jaxlab.pde.data.spec import (DPOT_T_TEST, DatasetSpec, dataset_spec, default_mixture, describe,
                                   dpot_t_test, fno_navier_stokes)
 from jaxlab.pde.data.store import ENV_VAR, cache_root, dataset_dir, load_cached, load_or_generate
@@ -28,5 +28,5 @@ __all__ = [
     "MixturePlan", "PDEDataset", "cache_root", "dataset_dir", "dataset_spec", "default_mixture", "describe",
     "dpot_t_test", "fno_navier_stokes", "generate", "get_family", "load_cached", "load_dataset",
     "load_or_generate", "make_dataset", "mixture_batch", "mixture_plan", "mixture_probabilities",
-    "rollout_eval_data", "windows",
+    "rollout_eval_data", "served_grid", "windows",
 ]

@@ -48,6 +48,15 @@ def file_sets(config: Any) -> list:
   return sets_of_files(config)
 
 
+def model_resolution(config: Any) -> int:
+  """The grid points per axis the model takes: ``data.resolution``, or for files that strided by the sets'
+  ``downsample`` (``served_size`` of ``jaxlab.pde.data.files.configured``; a config or its dict)."""
+  if data_source(config) == "files":
+    from jaxlab.pde.data.files.configured import served_size  # noqa: PLC0415 - h5py only for files
+    return served_size(config["data"])
+  return int(config["data"]["resolution"])
+
+
 def widest_set_channels(config: Any) -> int:
   """The most channels of any configured set (a config or its dict)."""
   if data_source(config) == "files":

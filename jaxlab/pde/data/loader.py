@@ -14,7 +14,9 @@ proportional to (training trajectories_i x weight_i), as DPOT's sampler (``rule=
 common C (with zeros, or DPOT's ones: ``pad_value``) and come with a mask of the real channels.
 Sets on other grids than the batch's ``resolution`` are resampled bilinearly to it, as DPOT does
 (:mod:`~jaxlab.pde.data.resample`); their evaluation data carry DPOT's mask of the points that
-stand for the set's own grid. Without a ``resolution`` all data sets must share one grid.
+stand for the set's own grid. Without a ``resolution`` all data sets must share one grid. A set's
+``downsample`` (the master table's) keeps every k-th point of that grid *after* the resampling, as
+DPOT does; all sets of a batch must then serve one grid.
 
 Train/test split is by trajectory: the last ``num_test`` trajectories of each set are test
 trajectories, never drawn by the training sampler.
@@ -31,7 +33,7 @@ import numpy as np
 from jaxlab.errors import InputError, check, is_int, is_real
 from jaxlab.pde.data import store
 from jaxlab.pde.data.families import get_family
-from jaxlab.pde.data.resample import evaluation_points, grid_size, resample
+from jaxlab.pde.data.resample import evaluation_points, grid_size, resample, strided_grid
 from jaxlab.pde.data.spec import DatasetSpec
 
 _PLAN_TAG = 0x5D07  # separates these streams from other uses of (seed, step)
@@ -50,7 +52,9 @@ class PDEDataset:
   """Trajectories (n, frames, X, Y, C) float32 (a memory map or HDF5 files read lazily) and a train/test split.
 
   ``eval_channels``: how many leading channels evaluation scores (DPOT's ``pred_channels``;
-  None: all of them).
+  None: all of them). ``downsample``: (sx, sy), every sx-th / sy-th point of the grid a batch
+  resamples this set to is served (DPOT's master-table ``downsample``, applied after the resize to
+  ``res``: thu-ml/DPOT @ dcd2f9a, utils/griddataset.py:150 ``pad_data``, then :169-171); (1, 1): all.
   """
 
   name: str
@@ -58,6 +62,7 @@ class PDEDataset:
   num_test: int
   channel_names: tuple[str, ...] = ()
   eval_channels: int | None = None
+  downsample: tuple[int, int] = (1, 1)
 
   @property
   def num_trajectories(self) -> int:
@@ -95,8 +100,10 @@ def default_num_test(num_trajectories: int) -> int:
 
 def make_dataset(name: str, trajectories: np.ndarray, *, num_test: int | None = None,
                  channel_names: Sequence[str] = (), eval_channels: int | None = None,
-                 verify_finite: bool = True) -> PDEDataset:
+                 verify_finite: bool = True, downsample: Sequence[int] = (1, 1)) -> PDEDataset:
   """Wraps an array (n, frames, X, Y, C) float32; ``num_test`` defaults to 10% (at least 1).
+
+  ``downsample``: :class:`PDEDataset`'s ``downsample`` (the stride taken after resampling to a batch's grid).
 
   ``trajectories`` may be any array-like with ``shape``, ``dtype`` and numpy indexing of
   ``[i, start:stop]`` and ``[i:j, :stop]`` (e.g. :class:`jaxlab.pde.data.files.Split`).
@@ -112,10 +119,12 @@ def make_dataset(name: str, trajectories: np.ndarray, *, num_test: int | None = 
         f"data set {name!r}: num_test={num_test} must be in [0, {n - 1}] (at least one training trajectory)")
   check(eval_channels is None or (is_int(eval_channels) and 1 <= eval_channels <= shape[4]),
         f"data set {name!r}: eval_channels={eval_channels!r} must be None or an int in [1, {shape[4]}]")
+  check(len(downsample) == 2 and all(is_int(k) and k >= 1 for k in downsample),
+        f"data set {name!r}: downsample={tuple(downsample)!r} must be a pair of ints >= 1 (X, Y)")
   if verify_finite:
     store.check_finite(trajectories, name)
   return PDEDataset(name, trajectories, int(num_test), tuple(channel_names),
-                    None if eval_channels is None else int(eval_channels))
+                    None if eval_channels is None else int(eval_channels), (int(downsample[0]), int(downsample[1])))
 
 
 def load_dataset(spec: DatasetSpec, cache_dir: str | os.PathLike | None = None, *,
@@ -216,13 +225,25 @@ def _rows(rows: Sequence[int] | np.ndarray | None, global_batch_size: int) -> np
 
 
 def _common_grid(datasets: Sequence[PDEDataset], resolution: int | Sequence[int] | None = None) -> tuple[int, int]:
-  """The batch's grid: ``resolution`` (every set resampled to it), else the one grid all sets share."""
+  """The grid sets are resampled to: ``resolution`` (every set resampled to it), else the one grid all sets share."""
   if resolution is not None:
     return grid_size(resolution)
   grids = {ds.resolution for ds in datasets}
   check(len(grids) == 1, "data sets must share one grid (or pass resolution= to resample them to one); got "
         + ", ".join(f"{ds.name}: {ds.resolution}" for ds in datasets))
   return grids.pop()
+
+
+def served_grid(datasets: Sequence[PDEDataset], resolution: int | Sequence[int] | None = None) -> tuple[int, int]:
+  """The grid a batch of ``datasets`` has: the resampling grid (:func:`mixture_batch`'s ``resolution``) strided by
+  each set's ``downsample``; one grid for every set, since a batch is one array."""
+  grid = _common_grid(datasets, resolution)
+  served = {ds.name: strided_grid(grid, ds.downsample) for ds in datasets}
+  check(len(set(served.values())) == 1,
+        f"data sets on the {grid[0]}x{grid[1]} grid serve different grids after their downsample: "
+        + ", ".join(f"{ds.name}: downsample={ds.downsample} -> {served[ds.name]}" for ds in datasets)
+        + "; a batch is one grid: give the sets of one run the same downsample")
+  return served[datasets[0].name]
 
 
 def _common_channels(datasets: Sequence[PDEDataset], num_channels: int | None) -> int:
@@ -239,9 +260,11 @@ def _check_pad_value(pad_value: float) -> None:
 
 
 def _window(ds: PDEDataset, trajectory: int, start: int, length: int, grid: tuple[int, int]) -> np.ndarray:
-  """Frames [start, start + length) of one trajectory as (X, Y, length, c), resampled to ``grid``."""
+  """Frames [start, start + length) of one trajectory as (X, Y, length, c), resampled to ``grid``, then strided
+  by the set's ``downsample`` (DPOT's order: utils/griddataset.py:150 resizes, :169-171 strides)."""
   window = np.moveaxis(np.asarray(ds.trajectories[trajectory, start:start + length]), 0, 2)
-  return resample(window, grid)
+  sx, sy = ds.downsample
+  return resample(window, grid)[::sx, ::sy]
 
 
 def mixture_batch(datasets: Sequence[PDEDataset], weights: Sequence[float], seed: int, step: int,
@@ -257,16 +280,18 @@ def mixture_batch(datasets: Sequence[PDEDataset], weights: Sequence[float], seed
   C = ``num_channels`` or the widest data set's channel count. ``rule``: :func:`mixture_probabilities`.
   ``resolution`` (an int or (X, Y)): the batch's grid, every window of a set on another grid
   resampled bilinearly to it (DPOT's ``pad_data``, :func:`jaxlab.pde.data.resample.resample`);
-  None: the grid all sets share. Only the rows' own frames are read.
+  None: the grid all sets share. Each set's ``downsample`` then strides that grid (X, Y are
+  :func:`served_grid`). Only the rows' own frames are read.
   """
   grid = _common_grid(datasets, resolution)
+  served = served_grid(datasets, resolution)
   channels = _common_channels(datasets, num_channels)
   _check_pad_value(pad_value)
   plan = mixture_plan(datasets, weights, seed, step, global_batch_size, t_in, t_out, split, rule)
   rows = _rows(rows, global_batch_size)
   n = len(rows)
-  x = np.full((n, *grid, t_in, channels), pad_value, np.float32)
-  y = np.full((n, *grid, t_out, channels), pad_value, np.float32)
+  x = np.full((n, *served, t_in, channels), pad_value, np.float32)
+  y = np.full((n, *served, t_out, channels), pad_value, np.float32)
   mask = np.zeros((n, channels), bool)
   for j, r in enumerate(rows):
     ds = datasets[plan.dataset[r]]
@@ -301,11 +326,14 @@ def rollout_eval_data(datasets: Sequence[PDEDataset], t_in: int,
   error, and score_mask (n, X, Y, C) bool: what the error is taken over, DPOT's test mask
   (utils/griddataset.py:103-116, 162): the grid points that stand for the set's own grid (every
   k-th point of a set resampled up k-fold, all points otherwise) times its first
-  ``eval_channels`` channels (DPOT's ``pred_channels``; all real channels by default).
+  ``eval_channels`` channels (DPOT's ``pred_channels``; all real channels by default). Each set's
+  ``downsample`` strides the resampled frames and that mask alike (DPOT strides x and y,
+  utils/griddataset.py:169-171, and leaves its mask unstrided, which would not match them).
   """
   names = [ds.name for ds in datasets]
   check(len(set(names)) == len(names), f"data set names must be unique, got {names}")
   grid = _common_grid(datasets, resolution)
+  served_grid(datasets, resolution)  # one grid for every set
   channels = _common_channels(datasets, num_channels)
   _check_pad_value(pad_value)
   check(is_int(t_in) and t_in >= 1, f"t_in={t_in!r} must be an int >= 1")
@@ -328,13 +356,14 @@ def rollout_eval_data(datasets: Sequence[PDEDataset], t_in: int,
     test = ds.split_indices("test")[:max_trajectories]
     check(len(test) > 0, f"data set {ds.name!r} has no test trajectories (num_test=0)")
     frames = np.asarray(ds.trajectories[test[0]:test[-1] + 1, :t_in + steps])  # (n, t, X, Y, c)
-    frames = resample(np.moveaxis(frames, 1, 3), grid, axes=(1, 2))  # (n, X, Y, t, c)
+    sx, sy = ds.downsample
+    frames = resample(np.moveaxis(frames, 1, 3), grid, axes=(1, 2))[:, ::sx, ::sy]  # (n, X, Y, t, c)
     padded = np.full((*frames.shape[:4], channels), pad_value, np.float32)
     padded[..., :ds.num_channels] = frames
     mask = np.zeros((len(test), channels), bool)
     mask[:, :ds.num_channels] = True
     scored = np.arange(channels) < (ds.eval_channels or ds.num_channels)
-    score = evaluation_points(ds.resolution, grid)[:, :, None] & scored       # (X, Y, C)
+    score = evaluation_points(ds.resolution, grid)[::sx, ::sy, None] & scored  # (X, Y, C)
     out[ds.name] = dict(x=padded[:, :, :, :t_in], y=padded[:, :, :, t_in:],
                         dataset=np.full(len(test), d, np.int32), channel_mask=mask,
                         score_mask=np.broadcast_to(score, (len(test), *score.shape)).copy())

@@ -74,6 +74,15 @@ def resample(values: np.ndarray, size: int | Sequence[int], axes: tuple[int, int
   return np.moveaxis(out, (0, 1), (ax, ay)).astype(np.float32)
 
 
+def strided_grid(grid: Sequence[int], downsample: Sequence[int]) -> tuple[int, int]:
+  """The grid ``array[::sx, ::sy]`` keeps of a grid ``(X, Y)``: ``(ceil(X / sx), ceil(Y / sy))``.
+
+  DPOT's ``downsample`` of a master-table entry, taken after the resize to ``res``
+  (utils/griddataset.py:169-171).
+  """
+  return -(-int(grid[0]) // int(downsample[0])), -(-int(grid[1]) // int(downsample[1]))
+
+
 def evaluation_points(native: Sequence[int], size: int | Sequence[int]) -> np.ndarray:
   """(X, Y) bool of the training grid ``size``: the points where a set of grid ``native`` is scored.
 

@@ -17,9 +17,10 @@ import os
 from typing import Any
 
 from jaxlab.errors import InputError, check, check_bool, is_int
-from jaxlab.pde.data.files.master import MasterEntry, load_master
+from jaxlab.pde.data.files.master import MasterEntry, check_entry, load_table
 from jaxlab.pde.data.files.open import open_set
 from jaxlab.pde.data.loader import PDEDataset
+from jaxlab.pde.data.resample import strided_grid
 
 #: The environment variable naming the master table when ``data.master`` is empty.
 ENV_VAR = "JAXLAB_PDE_MASTER"
@@ -46,18 +47,51 @@ def master_path(data: Any) -> str:
 def selected_entries(data: Any) -> tuple[list[MasterEntry], str]:
   """The table's entries that ``data.names`` selects, and the root of their relative paths."""
   path = master_path(data)
-  table = load_master(path)
+  table = load_table(path)
   selected = data.get("names", ())
   check(isinstance(selected, (list, tuple)) and all(isinstance(n, str) for n in selected),
         f"data.names={selected!r} must be a tuple of data-set names of the master table (() = all)")
   for i, name in enumerate(selected):
     check(name in table, f"data.names[{i}]={name!r} is not in master table {path}; it has: {', '.join(table)}")
   check(len(set(selected)) == len(selected), f"data.names={tuple(selected)} names a set twice")
+  # Only the sets this run uses are checked: the official table lists 3-D sets a 2-D run leaves out.
+  where = f"master table {path}" + ("" if selected else " (data.names=() uses every entry)")
+  entries = [check_entry(n, table[n], where) for n in (selected or table)]
   root = data.get("root", "") or os.path.dirname(os.path.abspath(path))
   check(isinstance(root, str) and os.path.isdir(os.path.expanduser(root)),
         f"data.root={root!r} is not a folder (the folder relative paths of the master table start from; "
         "'' = the table's folder)")
-  return [table[n] for n in (selected or table)], os.path.expanduser(root)
+  return entries, os.path.expanduser(root)
+
+
+def served_size(data: Any) -> int:
+  """The grid points per axis that a files run serves (and its model takes): ``data.resolution`` strided by the
+  selected sets' ``downsample``, DPOT's order (thu-ml/DPOT @ dcd2f9a, utils/griddataset.py:150 resizes every
+  sample to ``res``, then :169-171 keeps every k-th point); one square grid for every set.
+
+  Args:
+    data: the ``data`` block of a files config (``resolution`` already checked).
+
+  Raises:
+    InputError: a downsample that leaves fewer than 2 points per axis, sets of one run serving different grids,
+      or a non-square served grid, in one line naming the set and its downsample.
+  """
+  res = data.get("resolution")
+  entries, _ = selected_entries(data)
+  served = {e.name: strided_grid((res, res), e.downsample) for e in entries}
+  for e in entries:
+    gx, gy = served[e.name]
+    check(gx >= 2 and gy >= 2, f"data set {e.name!r}: downsample={e.downsample} (master table) leaves a {gx}x{gy} "
+          f"grid of data.resolution={res} (DPOT strides after resizing to data.resolution); each factor must be "
+          f"<= {res // 2}")
+  check(len(set(served.values())) == 1, "data sets serve different grids: " + ", ".join(
+      f"{e.name!r} downsample={e.downsample} -> {served[e.name][0]}x{served[e.name][1]}" for e in entries)
+      + f" (data.resolution={res} strided by the master table's downsample); a batch is one grid: name sets of "
+      "one downsample in data.names")
+  gx, gy = served[entries[0].name]
+  check(gx == gy, f"data set {entries[0].name!r}: downsample={entries[0].downsample} (master table) serves a "
+        f"{gx}x{gy} grid of data.resolution={res}; the model takes a square grid: give both axes one factor")
+  return gx
 
 
 def file_sets(config: Any) -> list[FileSet]:
@@ -79,6 +113,8 @@ def file_sets(config: Any) -> list[FileSet]:
   links = data.get("allow_external_links", False)
   check_bool(links, "data.allow_external_links")
   entries, root = selected_entries(data)
+  if data.get("resolution") is not None:  # the task's grid; served_size checks each downsample against it
+    served_size(data)
   out = []
   for entry in entries:
     dataset = open_set(entry, root, links)

@@ -7,6 +7,11 @@ channel names, and for its train and test records the file (size, sha256 of its 
 ``jaxlab.train.data_fingerprint``), the reader (layout) and stride, which records are used and
 their shape. A folder (DPOT's scatter storage, The Well's files) is its file names, count and total
 size (one stat per file, as opening it costs anyway) and the ends of its first and last file.
+A set whose master-table ``downsample`` is not (1, 1) also records it as
+``downsample_after_resize``: jaxlab once strode the stored grid before resampling, and a run
+fingerprinted then has the key missing, so its resume is refused (``added
+'downsample_after_resize'``) rather than continued on other grid points; sets without a
+downsample fingerprint as before.
 """
 
 from __future__ import annotations
@@ -65,4 +70,6 @@ def data_fingerprint(datasets: Sequence[PDEDataset]) -> dict[str, Any]:
     names = PART_NAMES if len(split.parts) == len(PART_NAMES) else [f"part{i}" for i in range(len(split.parts))]
     sets[ds.name] = {"shape": [int(s) for s in split.shape], "channels": list(ds.channel_names),
                      **{n: _part(r, first, count, digests) for n, (r, first, count) in zip(names, split.parts)}}
+    if tuple(ds.downsample) != (1, 1):  # strided after the resize to data.resolution (DPOT's order)
+      sets[ds.name]["downsample_after_resize"] = [int(k) for k in ds.downsample]
   return {"sets": sets, "sets_in_order": [ds.name for ds in datasets]}

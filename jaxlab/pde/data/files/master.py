@@ -22,7 +22,7 @@ import ast
 import dataclasses
 import json
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from jaxlab.errors import InputError, check, is_int
 
@@ -261,8 +261,18 @@ def _pair(value: Any, where: str, minimum: int) -> tuple[int, int]:
 
 
 def check_entry(name: str, raw: Mapping[str, Any], where: str) -> MasterEntry:
-  """A table entry as a :class:`MasterEntry`; ``where`` (e.g. the table's path) prefixes every message."""
+  """A table entry as a :class:`MasterEntry`; ``where`` (e.g. the table's path) prefixes every message.
+
+  A 3-D set (``in_size`` or ``downsample`` of three axes, as the official table's ``ns3d_*`` entries)
+  is refused in one line: jaxlab's DPOT is the 2-D model (DPOT trains its 3-D sets with a separate
+  model, models/dpot3d.py and finetune3d.py).
+  """
   at = f"{where}: entry {name!r}"
+  for key in ("in_size", "downsample"):
+    value = raw.get(key)
+    if isinstance(value, (list, tuple)) and len(value) == 3:
+      raise InputError(f"{at} is a 3-D set ({key}={tuple(value)!r}); jaxlab's DPOT is 2-D (grids X, Y), so only "
+                       "the table's 2-D sets can be trained on: leave this one out of data.names")
   unknown = sorted(set(raw) - set(DPOT_FIELDS) - set(JAXLAB_FIELDS))
   check(not unknown, f"{at} has unknown fields {unknown}; allowed: {', '.join(DPOT_FIELDS + JAXLAB_FIELDS)}")
   missing = [k for k in REQUIRED if k not in raw]
@@ -295,9 +305,27 @@ def check_entry(name: str, raw: Mapping[str, Any], where: str) -> MasterEntry:
       pred_channels=raw.get("pred_channels"), format=fmt, fields=tuple(fields))
 
 
-def load_master(path: str) -> dict[str, MasterEntry]:
-  """Every entry of the master table at ``path``, checked (:func:`load_table`, :func:`check_entry`)."""
-  return {name: check_entry(name, raw, f"master table {path}") for name, raw in load_table(path).items()}
+def load_master(path: str, names: Sequence[str] = ()) -> dict[str, MasterEntry]:
+  """The entries of the master table at ``path`` that a run uses, checked (:func:`load_table`, :func:`check_entry`).
+
+  Only the entries named are checked, so a table with sets a run leaves out (the official one lists
+  3-D sets beside the 2-D ones) loads as it is.
+
+  Args:
+    path: the master table's file.
+    names: the entries to check and return, in this order; () = every entry, in the table's order.
+
+  Returns:
+    ``{name: MasterEntry}`` of the entries named.
+
+  Raises:
+    InputError: a name the table lacks, or a named entry that is not a valid 2-D set.
+  """
+  table = load_table(path)
+  for name in names:
+    check(name in table, f"master table {path} has no entry {name!r}; it has: {', '.join(table)}")
+  where = f"master table {path}" + ("" if names else " (every entry is used: no names given)")
+  return {name: check_entry(name, table[name], where) for name in (names or table)}
 
 
 def resolve(path: str, root: str) -> str:

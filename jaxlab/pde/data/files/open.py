@@ -7,6 +7,11 @@ The split is DPOT's: the training trajectories are the first ``train_size`` reco
 records, as DPOT's conversion of PDEBench splits them (data_generation/preprocess.py:109), and the
 two parts may not overlap. Files are told apart by what they are (device and inode), not by how
 their paths are spelt: a ``test_path`` that is a symlink to the training file is that file.
+
+The entry's ``downsample`` is not a read stride: the files are read whole, and the data set carries
+it (the ``downsample`` of :class:`~jaxlab.pde.data.PDEDataset`), so the loader takes every k-th point after
+resampling to ``data.resolution``, as DPOT does (utils/griddataset.py:150 resizes with ``pad_data``,
+then :169-171 strides x and y).
 """
 
 from __future__ import annotations
@@ -17,17 +22,18 @@ from jaxlab.errors import check
 from jaxlab.pde.data.files.dpot import DPOTFile, DPOTScatter
 from jaxlab.pde.data.files.master import MasterEntry, resolve
 from jaxlab.pde.data.files.pdebench import CFD_FIELDS, PDEBenchCFD, PDEBenchGroups
-from jaxlab.pde.data.files.records import Records, Split, strided
+from jaxlab.pde.data.files.records import Records, Split
 from jaxlab.pde.data.files.the_well import TheWell
 from jaxlab.pde.data.loader import PDEDataset, make_dataset
 
 
 def open_records(entry: MasterEntry, path: str, count: int, allow_external_links: bool = False) -> Records:
-  """The records of one of ``entry``'s paths (already resolved) in its format; ``count`` for scatter storage.
+  """The records of one of ``entry``'s paths (already resolved) in its format, every stored point (the entry's
+  ``downsample`` is the loader's, after resampling); ``count`` for scatter storage.
 
   ``allow_external_links``: follow HDF5 external links and external storage (``data.allow_external_links``).
   """
-  stride, links = entry.downsample, allow_external_links
+  stride, links = (1, 1), allow_external_links
   if entry.format == "dpot":
     if entry.scatter_storage:
       return DPOTScatter(entry.name, path, count, stride, links)
@@ -54,9 +60,8 @@ def _check_against_files(entry: MasterEntry, records: Records, where: str) -> No
     check(entry.t_total == frames, f"{where}: t_total={entry.t_total} in the master table, but {records.source} "
           f"has T={frames} frames per trajectory; they must agree")
   if entry.in_size is not None:
-    check(strided(entry.in_size, entry.downsample) == (gx, gy),
-          f"{where}: in_size={entry.in_size} in the master table, but {records.source} has a "
-          f"{gx}x{gy} grid (after downsample={entry.downsample}); they must agree")
+    check(tuple(entry.in_size) == (gx, gy), f"{where}: in_size={entry.in_size} in the master table, but "
+          f"{records.source} has a {gx}x{gy} grid; they must agree")
   if entry.n_channels is not None:
     check(entry.n_channels == channels, f"{where}: n_channels={entry.n_channels} in the master table, but "
           f"{records.source} has C={channels} channels; they must agree")
@@ -76,8 +81,8 @@ def open_set(entry: MasterEntry, root: str, allow_external_links: bool = False) 
       loader read any file on the machine through them.
 
   Returns:
-    A data set whose ``trajectories`` read from the files on indexing; ``eval_channels`` is the
-    entry's ``pred_channels``.
+    A data set whose ``trajectories`` read from the files on indexing (every stored point);
+    ``eval_channels`` is the entry's ``pred_channels``, ``downsample`` the entry's.
 
   Raises:
     InputError: a missing file or key, a wrong rank, too few records, or a table field that the
@@ -108,4 +113,4 @@ def open_set(entry: MasterEntry, root: str, allow_external_links: bool = False) 
   trajectories = Split(entry.name, parts)
   names = getattr(train, "channel_names", None) or getattr(train, "fields", ())
   return make_dataset(entry.name, trajectories, num_test=entry.test_size, channel_names=names,
-                      eval_channels=entry.pred_channels, verify_finite=False)
+                      eval_channels=entry.pred_channels, verify_finite=False, downsample=entry.downsample)

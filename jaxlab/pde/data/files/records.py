@@ -95,20 +95,20 @@ def names(values: Any) -> list[str]:
 
 
 def strided(shape: Sequence[int], stride: tuple[int, int]) -> tuple[int, int]:
-  """Grid (X, Y) of a stored grid ``shape`` read at every ``stride``-th point (DPOT's ``downsample``)."""
+  """Grid (X, Y) of a stored grid ``shape`` read at every ``stride``-th point (a reader's ``stride``)."""
   return -(-shape[0] // stride[0]), -(-shape[1] // stride[1])
 
 
 def check_field(where: str, shape: Sequence[int], frames: int, grid: Sequence[int], stride: tuple[int, int],
                 layout: str) -> None:
-  """A stored array can be a 2-D field over time: X, Y >= 2, T >= 2, and ``downsample`` within the grid.
+  """A stored array can be a 2-D field over time: X, Y >= 2, T >= 2, and the read ``stride`` within the grid.
 
   Args:
     where: the file and dataset (``path:'data'``), for the message.
     shape: the dataset's stored shape, printed as the file has it.
     frames: its time steps T, read from the axis ``layout`` names.
     grid: its stored grid (X, Y), read from the axes ``layout`` names.
-    stride: the master table's ``downsample``.
+    stride: the reader's ``stride``.
     layout: the axes the format stores, e.g. ``"(N, X, Y, T[, C])"``.
 
   Raises:
@@ -120,8 +120,8 @@ def check_field(where: str, shape: Sequence[int], frames: int, grid: Sequence[in
         "needs X, Y >= 2 (are the axes stored in another order?)")
   check(frames >= 2, f"{where} has shape {shape}: T={frames} time steps by the layout {layout}; a trajectory needs "
         "T >= 2 (t_in + t_out frames; are the axes stored in another order?)")
-  check(stride[0] <= gx and stride[1] <= gy, f"{where}: downsample={tuple(stride)} exceeds its {gx}x{gy} grid "
-        f"(shape {shape}, {layout}); each downsample factor must be <= the grid size along its axis")
+  check(stride[0] <= gx and stride[1] <= gy, f"{where}: stride={tuple(stride)} exceeds its {gx}x{gy} grid "
+        f"(shape {shape}, {layout}); each stride factor must be <= the grid size along its axis")
 
 
 class TrajectoryArray(abc.ABC):
@@ -172,7 +172,9 @@ class Records(TrajectoryArray):
     name: the data set's name (messages).
     source: the file or folder (messages).
     shape: (n, T, X, Y, C) as read, after ``stride``.
-    stride: (sx, sy) every sx-th / sy-th stored grid point is read (DPOT's ``downsample``).
+    stride: (sx, sy) every sx-th / sy-th stored grid point is read; ``open_set`` reads every point (1, 1),
+      since DPOT's ``downsample`` strides after the resampling (the ``downsample`` of
+      :class:`jaxlab.pde.data.PDEDataset`).
     allow_external_links: follow HDF5 external links, external raw storage and virtual datasets
       (``data.allow_external_links``); off, they are refused.
   """

@@ -187,9 +187,28 @@ CASES: list[Case] = [
     ("pde files", "DPOT 1x1 grid", lambda: DPOTFile("s", _dpot((4, 1, 1, 10, 3))), "grid X=1, Y=1"),
     ("pde files", "DPOT file of one time step", lambda: DPOTFile("s", _dpot((4, 8, 8, 1))),
      ":'data' has shape (4, 8, 8, 1): T=1 time steps by the layout (N, X, Y, T[, C]); a trajectory needs T >= 2"),
-    ("pde files", "downsample larger than the grid", lambda: open_set(check_entry(
-        "s", layouts.entry(*[_dpot((6, 8, 8, 10))] * 2, 4, 2, 1, downsample=[16, 2]), "m"), _root()),
-     ":'data': downsample=(16, 2) exceeds its 8x8 grid (shape (6, 8, 8, 10), (N, X, Y, T[, C]))"),
+    ("pde files", "read stride larger than the grid", lambda: DPOTFile("s", _dpot((6, 8, 8, 10)), (16, 2)),
+     ":'data': stride=(16, 2) exceeds its 8x8 grid (shape (6, 8, 8, 10), (N, X, Y, T[, C]))"),
+    # DPOT's downsample strides the grid resized to data.resolution, so it is checked against that grid
+    ("pde files", "downsample leaving one point of data.resolution", lambda: file_sets(_config(
+        _table(_dpot(), downsample=[16, 2]), resolution=16)),
+     "data set 's': downsample=(16, 2) (master table) leaves a 1x8 grid of data.resolution=16 (DPOT strides after "
+     "resizing to data.resolution); each factor must be <= 8"),
+    ("pde files", "sets of one run with different downsample", lambda: file_sets(_config(
+        {**_table(_dpot()), "t": layouts.entry(_dpot(), _dpot(), 4, 2, 2, downsample=[2, 2])}, resolution=16)),
+     "data sets serve different grids: 's' downsample=(1, 1) -> 16x16, 't' downsample=(2, 2) -> 8x8"),
+    ("pde files", "non-square served grid", lambda: file_sets(_config(_table(_dpot(), downsample=[2, 1]),
+                                                                      resolution=16)),
+     "downsample=(2, 1) (master table) serves a 8x16 grid of data.resolution=16; the model takes a square grid"),
+    # the official table's 3-D sets: loaded as they are, refused only when a run uses them
+    ("pde files", "a 3-D set named in data.names", lambda: file_sets(_config(
+        {**_table(_dpot()), "ns3d": layouts.entry("a", "a", 90, 10, 11, in_size=(128, 128, 128),
+                                                  downsample=(1, 1, 1))}, names=("ns3d",))),
+     "entry 'ns3d' is a 3-D set (in_size=(128, 128, 128)); jaxlab's DPOT is 2-D (grids X, Y), so only the table's "
+     "2-D sets can be trained on: leave this one out of data.names"),
+    ("pde files", "a 3-D set under data.names=()", lambda: file_sets(_config(
+        {**_table(_dpot()), "ns3d": layouts.entry("a", "a", 90, 10, 11, downsample=(1, 1, 1))})),
+     "(data.names=() uses every entry): entry 'ns3d' is a 3-D set (downsample=(1, 1, 1))"),
     ("pde files", "scatter record with a grid axis of size 1", lambda: DPOTScatter("s", layouts.dpot_scatter(
         _path("train"), [_data(1, 8, 6)]), 1), "data_0.hdf5:'data' has shape (1, 8, 6): grid X=1, Y=8"),
     ("pde files", "PDEBench CFD stored (N, X, Y, T)", lambda: PDEBenchCFD("s", _cfd_axes_swapped()),

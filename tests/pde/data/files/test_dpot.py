@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from jaxlab.pde.data import mixture_batch, mixture_plan, rollout_eval_data
 from jaxlab.pde.data.files import DPOTFile, DPOTScatter, check_entry, open_set
 from tests.pde.data.files import layouts
 
@@ -23,16 +24,46 @@ def test_one_file_frames_are_data_i_moved_to_time_first(tmp_path, channels):
   np.testing.assert_array_equal(records[1:3, :4], np.moveaxis(expected[1:3, :, :, :4], 3, 1))
 
 
-def test_one_file_split_and_downsample(tmp_path):
+def _dpot_bilinear(a, size):
+  """torch's F.interpolate(mode='bilinear', align_corners=False) over axes 0, 1 of ``a``, by np.interp."""
+  for axis, n_out in ((0, size), (1, size)):
+    n_in = a.shape[axis]
+    src = np.maximum((np.arange(n_out) + 0.5) * n_in / n_out - 0.5, 0.0)  # clamped at 0; np.interp clamps the end
+    a = np.apply_along_axis(lambda v: np.interp(src, np.arange(n_in), v), axis, a)
+  return a
+
+
+def test_one_file_split_reads_every_point_and_carries_downsample(tmp_path):
   train, test = _random(6, 8, 8, 10), _random(3, 8, 8, 10, seed=1)
   raw = layouts.entry(layouts.dpot_file(tmp_path / "a_train.hdf5", train),
                       layouts.dpot_file(tmp_path / "a_test.hdf5", test), 4, 2, 5,
                       downsample=[2, 2], in_size=[8, 8], n_channels=1, t_total=10)
   ds = open_set(check_entry("a", raw, "test"), str(tmp_path))
-  assert (ds.num_train, ds.num_test, ds.num_frames, ds.resolution) == (4, 2, 10, (4, 4))
+  # the stored grid is read whole: DPOT strides after resizing to res, in the loader
+  assert (ds.num_train, ds.num_test, ds.num_frames, ds.resolution, ds.downsample) == (4, 2, 10, (8, 8), (2, 2))
   # the first train_size records of the train file, then the first test_size of the test file
-  np.testing.assert_array_equal(ds.trajectories[3, :], np.moveaxis(train[3, ::2, ::2, :, None], 2, 0))
-  np.testing.assert_array_equal(ds.trajectories[5, 1:3], np.moveaxis(test[1, ::2, ::2, 1:3, None], 2, 0))
+  np.testing.assert_array_equal(ds.trajectories[3, :], np.moveaxis(train[3, ..., None], 2, 0))
+  np.testing.assert_array_equal(ds.trajectories[5, 1:3], np.moveaxis(test[1, :, :, 1:3, None], 2, 0))
+
+
+def test_downsample_strides_after_the_resize_to_res_as_dpot(tmp_path):
+  # DPOT (utils/griddataset.py:150, 169-171): resize the sample to res x res, then keep every k-th point.
+  # A 12^2 set, res 8, downsample (2, 2): 4^2 points of the 8^2 grid (striding first would give 6^2 -> 8^2).
+  train, test = _random(3, 12, 12, 6), _random(2, 12, 12, 6, seed=1)
+  raw = layouts.entry(layouts.dpot_file(tmp_path / "train.hdf5", train),
+                      layouts.dpot_file(tmp_path / "test.hdf5", test), 3, 2, 3, downsample=(2, 2))
+  ds = open_set(check_entry("a", raw, "test"), str(tmp_path))
+  b = mixture_batch([ds], [1.0], seed=0, step=0, global_batch_size=2, rows=None, t_in=2, t_out=1, resolution=8)
+  plan = mixture_plan([ds], [1.0], 0, 0, 2, 2, 1)
+  for j in range(2):
+    sample = train[plan.trajectory[j], :, :, plan.start[j]:plan.start[j] + 3]    # (X, Y, T): DPOT's H, W, T
+    want = _dpot_bilinear(sample, 8)[::2, ::2]
+    np.testing.assert_allclose(b["x"][j, ..., 0], want[:, :, :2], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b["y"][j, ..., 0], want[:, :, 2:], rtol=1e-5, atol=1e-6)
+  ev = rollout_eval_data([ds], t_in=2, num_steps=3, resolution=8)["a"]
+  np.testing.assert_allclose(ev["y"][1, ..., 0], _dpot_bilinear(test[1, :, :, 2:5], 8)[::2, ::2], rtol=1e-5,
+                             atol=1e-6)
+  assert ev["score_mask"].shape == (2, 4, 4, 1) and ev["score_mask"].all()  # a finer set: every point scored
 
 
 def test_scatter_storage_reads_data_i(tmp_path):

@@ -11,8 +11,9 @@ import pytest
 
 from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
-from jaxlab.pde.data.files import data_fingerprint, file_sets
-from jaxlab.train.data_fingerprint import FINGERPRINT_FILE
+from jaxlab.pde.data import make_dataset
+from jaxlab.pde.data.files import DPOTFile, Split, data_fingerprint, file_sets
+from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
 from jaxlab.train.task import make_task
 from jaxlab.train.workdir_files import write_workdir_files
 from tests.pde.data.files import layouts
@@ -93,3 +94,29 @@ def test_the_fingerprint_reads_the_ends_of_a_file_once_and_is_deterministic(tmp_
   s = first["sets"]["s"]
   assert s["train"]["file"] == s["test"]["file"] and s["test"]["records"] == [10, 2]
 
+
+
+def test_a_run_fingerprinted_with_downsample_before_the_resize_is_not_resumed(tmp_path):
+  # jaxlab once read a set's downsample as a stride of the stored grid, before resampling; DPOT strides
+  # after it. A run fingerprinted then must not resume on the other grid points: the fingerprint says so.
+  layouts.dpot_file(tmp_path / "train.hdf5", _fields(10))
+  layouts.dpot_file(tmp_path / "test.hdf5", _fields(2, 1))
+  master = layouts.master_json(tmp_path / "master.json", {"ns": layouts.entry(
+      "train.hdf5", "test.hdf5", 10, 2, 4, downsample=[2, 2])})
+  config = config_of(master)
+  config.data.resolution = 8  # 8^2 stored, resized to 8^2, then every 2nd point: DPOT's 4^2 (patch 4 fits)
+  config.model.patch_size = 4
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  task = make_task(config)
+  now = json.loads(task.workdir_files[FINGERPRINT_FILE])
+  assert now["sets"]["ns"]["downsample_after_resize"] == [2, 2] and now["sets"]["ns"]["train"]["stride"] == [1, 1]
+  # what the earlier order wrote for this table, the train and test records strided at read time
+  parts = {"train": ("train.hdf5", 10), "test": ("test.hdf5", 2)}
+  earlier = make_dataset("ns", Split("ns", [(DPOTFile("ns", str(tmp_path / p), (2, 2)), 0, n)
+                                            for p, n in parts.values()]), num_test=2, verify_finite=False)
+  saved = data_fingerprint([earlier])
+  assert "downsample_after_resize" not in saved["sets"]["ns"] and saved["sets"]["ns"]["train"]["stride"] == [2, 2]
+  (workdir / FINGERPRINT_FILE).write_text(fingerprint_text(saved))
+  with pytest.raises(InputError, match=r"\(sets\['ns'\]: added 'downsample_after_resize'\): the data changed"):
+    write_workdir_files(str(workdir), task.workdir_files, resuming=True)
