@@ -48,7 +48,7 @@ class CsvLayout:
   Attributes:
     format: ``data.csv_format`` (``""`` or ``"open_clip"``).
     separator: the field separator ``data.csv_separator`` names, one character; ``""``: the
-      format's (see :meth:`field_separator`).
+      format's (see :meth:`~jaxlab.ot_clip.data.csv_layout.CsvLayout.field_separator`).
     columns: ``{role: column name}`` for ``image``, ``caption``, ``label``, ``split``.
     named: the roles whose column the config names explicitly (then required); image and
       caption are always required.
