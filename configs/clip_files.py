@@ -9,7 +9,10 @@ Data layouts (paths relative to ``data.dir``):
 
 * images: ``data.captions``, a CSV with a header (or a JSONL file) with columns ``image`` (path
   relative to the captions file) and ``caption``, optionally ``label`` (class name) and
-  ``split`` (train / test; then set ``data.split='column'``);
+  ``split`` (train / test; then set ``data.split='column'``); other columns are ignored. Or
+  open_clip's CSV as its ``CsvDataset`` reads it (``data.csv_format='open_clip'``: tab-separated
+  ``filepath`` and ``title``, image paths relative to the current directory), and any other
+  separator and column names (``data.csv_separator``, ``data.csv_img_key``, ...);
 * embeddings: ``data.embeddings``, a folder with ``image.npy`` + ``text.npy`` (optionally
   ``label.npy``, ``split.npy``), an ``.npz`` with those arrays, or a Parquet file with those
   columns (lists of floats). Setting it selects the embeddings.
@@ -38,6 +41,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.data = ml_collections.ConfigDict({
       "dir": "",                   # required: the data folder (no default: it is yours)
       "captions": "captions.csv",  # images: CSV or JSONL, relative to data.dir
+      # A CSV's layout (jaxlab/ot_clip/data/csv_layout.py): "" jaxlab's (comma-separated image, caption
+      # [, label, split]; image paths relative to the CSV) or "open_clip" (tab-separated filepath, title;
+      # image paths as written: relative to the current directory). Each key below: "" = the format's.
+      "csv_format": "",
+      "csv_separator": "",         # one character: ",", ";", "|", or a tab ("tab", or '\t' as a shell passes it)
+      "csv_img_key": "",           # the image path column (open_clip's --csv-img-key)
+      "csv_caption_key": "",       # the caption column (open_clip's --csv-caption-key)
+      "csv_label_key": "",         # the class-name column; "": "label" if the file has one
+      "csv_split_key": "",         # the train/test column; "": "split" if the file has one
       "embeddings": "",            # non-empty: paired embeddings instead of images (see above)
       "image_size": 32,            # images are resized to image_size x image_size RGB
       "tokenizer": "",             # a tokenizer.json (relative to data.dir); "": train one on the captions

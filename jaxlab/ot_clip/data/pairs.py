@@ -3,7 +3,8 @@
 Two sources (``data.embeddings`` empty or not):
 
 * images: a folder of images with a captions file (``data.dir`` / ``data.captions``, see
-  ``captions``); images are decoded and resized as batches need them (``images``), captions are
+  ``captions``; a CSV file's layout, jaxlab's or open_clip's, from ``data.csv_*``, see
+  ``csv_layout``); images are decoded and resized as batches need them (``images``), captions are
   tokenized up front by a tokenizer trained on the training captions or given
   (``data.tokenizer``, see ``tokenizer``), which is also saved into the run's workdir;
 * precomputed paired embeddings (``data.dir`` / ``data.embeddings``, see ``embeddings``), read
@@ -28,6 +29,7 @@ import numpy as np
 from jaxlab.errors import InputError, check_int
 from jaxlab.ot_clip.data import tokenizer as tokenizer_lib
 from jaxlab.ot_clip.data.captions import read_captions
+from jaxlab.ot_clip.data.csv_layout import csv_layout
 from jaxlab.ot_clip.data.embeddings import EmbeddingTable, check_finite_rows, read_embeddings
 from jaxlab.ot_clip.data.fingerprint import captions_fingerprint, embeddings_fingerprint
 from jaxlab.ot_clip.data.images import decode_image
@@ -111,7 +113,7 @@ def _records(rows: np.ndarray, read: Callable[[int], dict[str, np.ndarray]]) -> 
 
 
 def _image_pairs(data: ml_collections.ConfigDict, templates: tuple[str, ...]) -> Pairs:
-  table = read_captions(resolve(data, "captions"))
+  table = read_captions(resolve(data, "captions"), layout=csv_layout(data))
   size = check_int(data.image_size, "data.image_size", 1, got=True)
   train, test = split_rows(len(table.images), data.split, data.test_fraction, data.split_seed, table.splits,
                            table.file, labels=table.labels)
@@ -131,7 +133,8 @@ def _image_pairs(data: ml_collections.ConfigDict, templates: tuple[str, ...]) ->
     test_set["label"] = ids[test]
     class_texts = _class_prompts(tokenizer, classes, templates, data.max_tokens, table.file)
   description = (f"clip_files: {len(train)} train / {len(test)} test image-caption pairs from {table.file}, "
-                 f"{len(classes)} classes, vocabulary {tokenizer.get_vocab_size()}, {truncated} captions truncated")
+                 f"{len(classes)} classes, vocabulary {tokenizer.get_vocab_size()}, {truncated} captions truncated"
+                 + (f", columns ignored: {', '.join(c or repr(c) for c in table.ignored)}" if table.ignored else ""))
   return Pairs(kind="images", text_key="tokens", train=_records(train, read), test=test_set, classes=classes,
                class_texts=class_texts, model_kwargs={"vocab_size": tokenizer_lib.vocab_size(tokenizer)},
                files={FINGERPRINT_FILE: fingerprint_text(captions_fingerprint(table)),

@@ -42,6 +42,24 @@ def write_image_folder(folder, num_images: int = 40, fmt: str = "csv", split: bo
   return path
 
 
+def write_open_clip_csv(root, num_images: int = 40, name: str = "train.csv") -> str:
+  """open_clip's default CSV layout, as a pandas script writes it for ``CsvDataset``: tab-separated,
+  header ``filepath``, ``title`` and an extra ``url`` column, ``index=False``; the ``num_images`` PNGs of
+  :func:`write_image_folder` under ``root/images``, their paths relative to ``root`` (where the run is
+  launched). Returns the CSV's path.
+  """
+  import pandas as pd
+  images = os.path.join(root, "images")
+  write_image_folder(images, num_images=num_images)
+  with open(os.path.join(images, "captions.csv")) as f:
+    rows = [line.rstrip("\n").split(",") for line in f][1:]
+  path = os.path.join(root, name)
+  pd.DataFrame({"filepath": [f"images/{image}" for image, _, _ in rows],
+                "title": [caption for _, caption, _ in rows],
+                "url": [f"https://example.com/{image}" for image, _, _ in rows]}).to_csv(path, sep="\t", index=False)
+  return path
+
+
 def embedding_arrays(n: int = 40, dim_image: int = 6, dim_text: int = 5) -> dict[str, np.ndarray]:
   """Paired embeddings whose text is a fixed linear map of the image plus noise; 4 classes."""
   rng = np.random.default_rng(0)

@@ -17,7 +17,7 @@ from jaxlab.ot_clip.two_tower import ConvImageEncoder, TwoTower
 from jaxlab.train.task import make_task
 from jaxlab.train.workdir_files import write_workdir_files
 from tests.bad_input import assert_one_clear_line
-from tests.ot_clip.data.conftest import data_config, embedding_arrays, write_image_folder
+from tests.ot_clip.data.conftest import data_config, embedding_arrays, write_image_folder, write_open_clip_csv
 from tests.ot_clip.data.test_batches import records
 
 
@@ -45,6 +45,15 @@ def _folder(tmp_path, edit=None, fmt="csv", split=False):
   if edit:
     edit(folder, path)
   return folder
+
+
+def _open_clip(tmp_path, edit=None, **data):
+  """open_clip's default CSV (``train.csv`` under ``tmp_path``, paths relative to it), edited; its load_pairs call
+  from the tests' directory (not ``tmp_path``: relative paths resolve elsewhere under open_clip's layout)."""
+  path = write_open_clip_csv(tmp_path)
+  if edit:
+    edit(path)
+  return _pairs(tmp_path, captions="train.csv", **data)
 
 
 def _npz(tmp_path, **changes):
@@ -121,9 +130,10 @@ CASES = [
     ("missing captions file", lambda tmp: _pairs(_folder(tmp), captions="nope.csv"),
      "data.captions: captions file"),
     ("captions extension", lambda tmp: _pairs(_folder(tmp, lambda f, p: open(f / "c.txt", "w").close()), captions="c.txt"),
-     "has extension '.txt'; allowed: .csv, .jsonl"),
-    ("unknown column", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "image,caption,label", "image,caption,lable"))),
-     "unknown column 'lable'; allowed columns: image, caption, label, split"),
+     "has extension '.txt'; allowed: .csv, .tsv, .jsonl"),
+    ("unknown jsonl key", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, '"label":', '"lable":'), fmt="jsonl"),
+                                             captions="captions.jsonl"),
+     "captions.jsonl: unknown column 'lable'; allowed columns: image, caption, label, split"),
     ("repeated csv column", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "image,caption,label", "image,caption,caption"))),
      "captions.csv: column 'caption' appears twice in the header (image, caption, caption); allowed: each column once"),
     ("repeated jsonl key", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, '"label":', '"caption":'), fmt="jsonl"),
@@ -139,7 +149,42 @@ CASES = [
     ("32-bit integer image", lambda tmp: _image_file(tmp, "i.tiff", np.full((4, 4), 70000, np.int32)),
      "has Pillow mode 'I' (32-bit or signed integer pixels, which have no fixed range)"),
     ("no caption column", lambda tmp: _pairs(_folder(tmp, lambda f, p: open(p, "w").write("image\nimg_00.png\n"))),
-     "no 'caption' column (columns: image); required: image, caption"),
+     "no 'caption' column (columns: image); required: image, caption; the caption column is data.csv_caption_key "
+     "(default 'caption' for data.csv_format='')"),
+    # a CSV's layout (data.csv_*): open_clip's or named columns
+    ("open_clip csv, jaxlab's layout", lambda tmp: _open_clip(tmp),
+     "train.csv: no 'image' column (columns: 'filepath\\ttitle\\turl'); required: image, caption; the image column is "
+     "data.csv_img_key (default 'image' for data.csv_format='') (this is open_clip's layout: set "
+     "data.csv_format='open_clip')"),
+    ("open_clip columns, comma-separated", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(
+        p, "image,caption,label", "filepath,title,label"))),
+     "(this is open_clip's layout: set data.csv_format='open_clip' data.csv_separator=',')"),
+    ("named caption column missing", lambda tmp: _open_clip(tmp, csv_format="open_clip", csv_caption_key="text"),
+     "train.csv: no 'text' column (columns: filepath, title, url); required: filepath, text; the caption column is "
+     "data.csv_caption_key='text'"),
+    ("named label column missing", lambda tmp: _pairs(_folder(tmp), csv_label_key="class"),
+     "captions.csv: no 'class' column (columns: image, caption, label); required: image, caption, class; the label "
+     "column is data.csv_label_key='class'"),
+    ("open_clip column missing", lambda tmp: _open_clip(tmp, lambda p: _rewrite(p, "title", "caption"), csv_format="open_clip"),
+     "no 'title' column (columns: filepath, caption, url); required: filepath, title; the caption column is "
+     "data.csv_caption_key (default 'title' for data.csv_format='open_clip')"),
+    ("repeated open_clip column", lambda tmp: _open_clip(tmp, lambda p: _rewrite(p, "url", "title"), csv_format="open_clip"),
+     "train.csv: column 'title' appears twice in the header (filepath, title, title); allowed: each column once (it is "
+     "the caption column, data.csv_caption_key (default 'title' for data.csv_format='open_clip'))"),
+    ("wrong separator", lambda tmp: _pairs(_folder(tmp), csv_separator=";"),
+     "(the header splits on ',': set data.csv_separator=',')"),
+    ("open_clip paths from another directory", lambda tmp: _open_clip(tmp, csv_format="open_clip"),
+     "train.csv: 40 of 40 rows name images that do not exist, first: 'images/img_00.png' (row 0, line 2), "
+     "'images/img_01.png' (row 1, line 3), 'images/img_02.png' (row 2, line 4); a relative path is resolved against "
+     "the current directory, as open_clip opens them (data.csv_format='open_clip'), "),
+    ("csv format", lambda tmp: _pairs(_folder(tmp), csv_format="openclip"),
+     "data.csv_format='openclip'; allowed: '' (jaxlab's layout"),
+    ("csv separator", lambda tmp: _pairs(_folder(tmp), csv_separator="::"), "data.csv_separator='::'; allowed: one character"),
+    ("csv keys on one column", lambda tmp: _pairs(_folder(tmp), csv_img_key="x", csv_caption_key="x"),
+     "data.csv_caption_key and data.csv_img_key both name column 'x'; allowed: a different column for each"),
+    ("csv keys with jsonl", lambda tmp: _pairs(_folder(tmp, fmt="jsonl"), captions="captions.jsonl", csv_format="open_clip"),
+     "captions.jsonl' is a JSONL file, but the data.csv_* keys are set (data.csv_format='open_clip'); allowed: those "
+     "keys for a .csv file only"),
     ("missing images", lambda tmp: _pairs(_folder(tmp, _remove("img_03.png", "img_05.png", "img_06.png", "img_09.png"))),
      "4 of 20 rows name images that do not exist, first: 'img_03.png' (row 3, line 5), 'img_05.png' (row 5, line 7), "
      "'img_06.png' (row 6, line 8);"),

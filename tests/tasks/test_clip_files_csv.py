@@ -1,0 +1,41 @@
+"""The clip_files task on a CSV made for open_clip: the guide's command, run as written, trains on it."""
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+from tests.ot_clip.data.conftest import write_open_clip_csv
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GUIDE = os.path.join(REPO, "docs", "guides", "ot_clip.md")
+
+
+def guide_open_clip_block() -> str:
+  """The guide's bash block that trains on open_clip's CSV (``data.csv_format=open_clip``)."""
+  with open(GUIDE, encoding="utf-8") as f:
+    blocks = re.findall(r"^```bash\n(.*?)^```", f.read(), re.S | re.M)
+  found = [b for b in blocks if "csv_format=open_clip" in b]
+  assert len(found) == 1, f"expected one open_clip CSV block in {GUIDE}, found {len(found)}"
+  return found[0]
+
+
+def test_the_guides_command_trains_on_open_clips_default_csv_from_the_launch_folder(tmp_path):
+  write_open_clip_csv(tmp_path, num_images=40)  # filepath<TAB>title<TAB>url, paths relative to tmp_path
+  env = {**os.environ, "XLA_FLAGS": "", "PYTHONPATH": REPO,  # the machine's devices, as a user runs it
+         "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+  p = subprocess.run(["bash", "-c", guide_open_clip_block()], cwd=tmp_path, env=env, capture_output=True,
+                     text=True, timeout=300)
+  assert p.returncode == 0, p.stderr[-3000:]
+  assert "32 train / 8 test image-caption pairs from ./train.csv, 0 classes" in p.stdout, p.stdout[-3000:]
+  assert "columns ignored: url" in p.stdout
+  workdir = tmp_path / "runs" / "clip_csv"
+  rows = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+  assert [r["step"] for r in rows] == [2, 4, 6, 8]
+  for key in ("loss", "i2t_recall_at_1", "t2i_recall_at_1"):
+    assert math.isfinite(rows[-1][key]), (key, rows[-1])
+  assert "zero_shot_accuracy" not in rows[-1]  # no label column: retrieval only
+  fingerprint = json.loads((workdir / "data_fingerprint.json").read_text())
+  assert fingerprint["pairs"] == 40 and fingerprint["images"]["count"] == 40
