@@ -24,6 +24,7 @@ import string
 
 from jaxlab.errors import InputError
 
+#: Joins several patterns into one value, as open_clip's ``--train-data`` and webdataset take them.
 SEPARATOR = "::"
 _LETTERS = string.ascii_uppercase + string.ascii_lowercase
 _INT_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.-?(\d+))?$")

@@ -38,6 +38,7 @@ from jaxlab.ot_clip.data.split import split_rows
 from jaxlab.ot_clip.data.tar_index import IMAGE_EXTENSIONS, ShardIndex, index_shards
 from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, file_digest, fingerprint_text
 
+#: The ``data`` keys that name shards; either set selects this source.
 SHARD_KEYS = ("train_shards", "eval_shards")
 
 

@@ -27,8 +27,11 @@ import numpy as np
 
 from jaxlab.errors import InputError
 
-IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")  # the first present is the sample's image
+#: The image extensions, in order of preference: the first a sample has is its image (open_clip's order).
+IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")
+#: The caption's extension.
 CAPTION_EXTENSION = "txt"
+#: Why a sample is skipped, as ``ShardIndex.skipped`` counts them.
 SKIP_REASONS = ("no image", "no caption", "empty caption")
 _KEY_AND_EXT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")  # webdataset's base_plus_ext
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"BZ": "bzip2", b"\xfd7": "xz", b"\x28\xb5": "zstd"}

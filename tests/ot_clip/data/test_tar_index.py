@@ -15,7 +15,7 @@ def test_the_index_finds_webdatasets_samples_and_reads_their_bytes_by_offset(tmp
   paths = write_shards(tmp_path, num_shards=3, per_shard=7, ext="mixed")
   index = index_shards(paths, "data.train_shards")
   # What webdataset's own reader yields from the same shards, sample for sample.
-  theirs = list(wds.WebDataset(paths, shardshuffle=False, empty_check=False))
+  theirs = list(wds.WebDataset(paths, shardshuffle=False))
   assert len(index) == len(theirs) == 21
   for i, sample in enumerate(theirs):
     assert index.keys[i] == sample["__key__"]
@@ -62,6 +62,6 @@ def test_keys_with_folders_and_dots_split_as_webdataset_splits_them(tmp_path):
     sink.write({"__key__": "part.a/img1", "png": png, "txt": "one", "seg.png": png})
     sink.write({"__key__": "part.a/img2", "png": png, "txt": "two"})
   index = index_shards([path], "data.train_shards")
-  theirs = list(wds.WebDataset([path], shardshuffle=False, empty_check=False))
+  theirs = list(wds.WebDataset([path], shardshuffle=False))
   assert index.keys == [s["__key__"] for s in theirs] == ["part.a/img1", "part.a/img2"]
   assert index.captions == ["one", "two"] and index.image_names[0] == "part.a/img1.png"
