@@ -16,6 +16,10 @@ Data layouts (paths relative to ``data.dir``):
 * embeddings: ``data.embeddings``, a folder with ``image.npy`` + ``text.npy`` (optionally
   ``label.npy``, ``split.npy``), an ``.npz`` with those arrays, or a Parquet file with those
   columns (lists of floats). Setting it selects the embeddings.
+* webdataset shards: ``data.train_shards``, a brace pattern of .tar shards as img2dataset writes
+  them (``{key}.jpg|png|webp`` + ``{key}.txt`` per sample), e.g. ``shards/{00000..00099}.tar``
+  (several joined by ``::``); ``data.eval_shards`` optionally names held-out shards. Setting it
+  selects the shards.
 
 Run::
 
@@ -51,6 +55,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "csv_label_key": "",         # the class-name column; "": "label" if the file has one
       "csv_split_key": "",         # the train/test column; "": "split" if the file has one
       "embeddings": "",            # non-empty: paired embeddings instead of images (see above)
+      "train_shards": "",          # non-empty: webdataset .tar shards instead, e.g. "shards/{00000..00099}.tar"
+      "eval_shards": "",           # held-out shards ("": data.test_fraction of train_shards' samples)
       "image_size": 32,            # images are resized to image_size x image_size RGB
       "tokenizer": "",             # a tokenizer.json (relative to data.dir); "": train one on the captions
       "vocab_size": 8192,          # at most this many words for a trained tokenizer

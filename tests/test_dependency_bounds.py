@@ -59,6 +59,9 @@ BOUNDS = {
     "matplotlib": ("3.8", "pyplot figures of the notebooks and benchmarks"),
     "pytest": ("8.0", "the test suite"),
     "pytest-xdist": ("3.5", "-n parallel test runs"),
+    "webdataset": ("1.0.2", "webdataset.TarWriter / WebDataset writing and reading the shards the tests index "
+                            "(jaxlab itself reads shards without it); 1.0.2 is the release tested"),
+    "braceexpand": ("0.1.7", "braceexpand.braceexpand, the reference the shard-pattern expansion is tested against"),
 }
 
 

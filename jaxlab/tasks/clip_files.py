@@ -1,8 +1,9 @@
 """OT-CLIP two-tower training on the user's own image-caption files or paired embeddings.
 
-The data (``jaxlab.ot_clip.data.pairs``): a folder of images with a CSV/JSONL captions file, or
-precomputed paired embeddings; batches through grain, each process reading its own shard, the
-batch of step ``s`` a pure function of (seed, ``s``) (``jaxlab.ot_clip.data.batches``). The model:
+The data (``jaxlab.ot_clip.data.pairs``): a folder of images with a CSV/JSONL captions file,
+precomputed paired embeddings, or webdataset tar shards (``jaxlab.ot_clip.data.shards``);
+batches through grain, each process reading its own shard, the batch of step ``s`` a pure
+function of (seed, ``s``) (``jaxlab.ot_clip.data.batches``). The model:
 ``TwoTower`` with a small conv net over the resized images (an MLP over embeddings) and a
 bag-of-tokens text tower over the tokenizer's ids (an MLP over text embeddings). The loss: any
 of the OT-CLIP family (``config.loss.name``). Evaluation on the held-out split
@@ -20,6 +21,7 @@ import numpy as np
 from jaxlab.errors import InputError, check_range, is_real
 from jaxlab.ot_clip.data.batches import ShardedBatches
 from jaxlab.ot_clip.data.pairs import load_pairs
+from jaxlab.ot_clip.data.shards import load_shard_pairs, uses_shards
 from jaxlab.ot_clip.digits_pairs import long_tailed_indices
 from jaxlab.ot_clip.evaluation import class_embedding, classify, retrieval_metrics, zero_shot_metrics
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
@@ -65,7 +67,8 @@ def clip_files(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   label).
   """
   _check_eval(config.eval)
-  pairs = load_pairs(config.data, tuple(config.eval.templates))
+  pairs = (load_shard_pairs(config.data) if uses_shards(config.data)
+           else load_pairs(config.data, tuple(config.eval.templates)))
   conv = tuple(config.model.conv_channels) if pairs.kind == "images" else ()  # embeddings: an MLP tower
   model = TwoTower(hidden=config.model.hidden, embed_dim=config.model.embed_dim, conv_channels=conv,
                    **pairs.model_kwargs)

@@ -15,6 +15,8 @@ into all zeros, so these never go through it.
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 from PIL import Image
 
@@ -24,13 +26,14 @@ SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
 _SIXTEEN_BIT_AS_I = ("PNG", "PPM")  # formats whose Pillow mode "I" holds 16-bit values (0..65535)
 
 
-def decode_image(path: str, size: int, where: str) -> np.ndarray:
+def decode_image(path: str, size: int, where: str, data: bytes | None = None) -> np.ndarray:
   """Decodes ``path`` to float32 ``[size, size, 3]`` in [0, 1].
 
   Args:
-    path: the image file.
+    path: the image file (with ``data``: its name, for messages).
     size: the side of the square output, in pixels.
     where: which row of which file named it (e.g. ``"captions.csv row 7 (line 9)"``), for messages.
+    data: the file's bytes, when they are not at ``path`` (a tar shard's member).
 
   Returns:
     The image, float32 ``[size, size, 3]`` in [0, 1].
@@ -40,7 +43,7 @@ def decode_image(path: str, size: int, where: str) -> np.ndarray:
       or its pixels have no [0, 1] reading (a float image outside [0, 1], 32-bit integers).
   """
   try:
-    with Image.open(path) as image:
+    with Image.open(path if data is None else io.BytesIO(data)) as image:
       image.load()  # decodes the whole file: a truncated one fails here
       gray = _high_depth_gray(image, path, where)
       rgb = image.convert("RGB") if gray is None else None
