@@ -14,6 +14,7 @@ import importlib
 from typing import Any
 
 from jaxlab.rl.dqn import epsilon_greedy, linear_epsilon, periodic_sync, td_loss
+from jaxlab.rl.impala_encoder import ImpalaEncoder
 from jaxlab.rl.networks import HEADS, QNetwork, count_params, param_count
 
 # name -> submodule; these import gymnax / flashbax / envpool (the rl / atari extras), so only when first used.
@@ -23,7 +24,7 @@ _LAZY = {"ENV_IDS": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_e
          "FrameReplay": "replay_frames", "FrameStep": "replay_frames", "StackedTransition": "replay_frames",
          "make_frame_replay": "replay_frames"}
 
-__all__ = ["HEADS", "QNetwork", "count_params", "epsilon_greedy", "linear_epsilon", "param_count",
+__all__ = ["HEADS", "ImpalaEncoder", "QNetwork", "count_params", "epsilon_greedy", "linear_epsilon", "param_count",
            "periodic_sync", "td_loss", *sorted(_LAZY)]
 
 
