@@ -18,6 +18,7 @@ from jaxlab.rl.distributional import c51_loss, c51_support, c51_target, n_step_r
 from jaxlab.rl.dqn import epsilon_greedy, linear_epsilon, periodic_sync, td_loss
 from jaxlab.rl.impala_encoder import ImpalaEncoder
 from jaxlab.rl.networks import HEADS, QNetwork, count_params, param_count
+from jaxlab.rl.rainbow_layers import NoisyDense, RainbowHead, dueling_logits
 
 # name -> submodule; these import gymnax / flashbax / envpool (the rl / atari extras), so only when first used.
 _LAZY = {"ENV_IDS": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_env": "envs",
@@ -26,7 +27,7 @@ _LAZY = {"ENV_IDS": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_e
          "FrameReplay": "replay_frames", "FrameStep": "replay_frames", "StackedTransition": "replay_frames",
          "make_frame_replay": "replay_frames"}
 
-__all__ = ["HEADS", "ImpalaEncoder", "QNetwork", "c51_loss", "c51_support", "c51_target", "count_params",
+__all__ = ["HEADS", "ImpalaEncoder", "NoisyDense", "QNetwork", "RainbowHead", "dueling_logits", "c51_loss", "c51_support", "c51_target", "count_params",
            "epsilon_greedy", "linear_epsilon", "n_step_returns", "param_count", "periodic_sync",
            "project_distribution", "td_loss", *sorted(_LAZY)]
 
