@@ -1,7 +1,8 @@
 """Deep RL with Soft-MoE value networks (Obando-Ceron et al., ICML 2024): networks, environments, replay, DQN.
 
 ``QNetwork`` (MinAtar and Atari value networks with a dense, Soft-MoE or Top-1 MoE head), the
-jitted DQN pieces (``td_loss``, ``epsilon_greedy``, ``linear_epsilon``, ``periodic_sync``), MinAtar
+jitted DQN pieces (``td_loss``, ``epsilon_greedy``, ``linear_epsilon``, ``periodic_sync``), Rainbow's
+distributional target and n-step returns (``c51_target``, ``c51_loss``, ``n_step_returns``), MinAtar
 environments (``make_env``, gymnax) and replay (``make_replay``, flashbax), Atari 2600 games
 (``make_atari``, envpool) and their frame-stacking replay (``make_frame_replay``). Environments
 and replays need the ``rl`` / ``atari`` extras (``pip install jaxlab[rl,atari]``) and are
@@ -13,8 +14,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from jaxlab.rl.distributional import c51_loss, c51_support, c51_target, n_step_returns, project_distribution
 from jaxlab.rl.dqn import epsilon_greedy, linear_epsilon, periodic_sync, td_loss
+from jaxlab.rl.impala_encoder import ImpalaEncoder
 from jaxlab.rl.networks import HEADS, QNetwork, count_params, param_count
+from jaxlab.rl.rainbow_layers import NoisyDense, RainbowHead, dueling_logits
 
 # name -> submodule; these import gymnax / flashbax / envpool (the rl / atari extras), so only when first used.
 _LAZY = {"ENV_IDS": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_env": "envs",
@@ -23,8 +27,9 @@ _LAZY = {"ENV_IDS": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_e
          "FrameReplay": "replay_frames", "FrameStep": "replay_frames", "StackedTransition": "replay_frames",
          "make_frame_replay": "replay_frames"}
 
-__all__ = ["HEADS", "QNetwork", "count_params", "epsilon_greedy", "linear_epsilon", "param_count",
-           "periodic_sync", "td_loss", *sorted(_LAZY)]
+__all__ = ["HEADS", "ImpalaEncoder", "NoisyDense", "QNetwork", "RainbowHead", "dueling_logits", "c51_loss", "c51_support", "c51_target", "count_params",
+           "epsilon_greedy", "linear_epsilon", "n_step_returns", "param_count", "periodic_sync",
+           "project_distribution", "td_loss", *sorted(_LAZY)]
 
 
 def __getattr__(name: str) -> Any:

@@ -39,7 +39,7 @@ class QNetwork(nn.Module):
 
   Attributes:
     num_actions: size of the Q head.
-    encoder: "minatar" (10x10xC grids) or "nature" (84x84x4 frames).
+    encoder: "minatar" (10x10xC grids), "nature" or "impala" (84x84x4 frames).
     head: "dense", "softmoe" or "top1": the penultimate layer; "none": no penultimate layer
       (Dopamine's MinAtar network, conv -> Q).
     tokenizer: "per_conv", "per_feat" or "per_patch" (MoE heads only).

@@ -4,6 +4,8 @@
   ``labs/environments/minatar/minatar_env.MinatarDQNNetwork`` (10x10xC -> 10x10x16).
 * Nature DQN (Mnih et al., Nature 2015): Conv(32, 8x8, /4), Conv(64, 4x4, /2), Conv(64, 3x3, /1)
   with ReLUs, SAME padding as in dopamine's ``NatureDQNMoE`` (84x84x4 -> 11x11x64).
+* IMPALA (Espeholt et al., ICML 2018): three residual stacks, 84x84x4 -> 11x11x32
+  (:mod:`jaxlab.rl.impala_encoder`, Dopamine's ``ImpalaEncoder``).
 
 Kernels are Glorot-uniform (dopamine's ``xavier_uniform``), biases zero.
 """
@@ -19,7 +21,7 @@ import jax.numpy as jnp
 from jaxlab.errors import check, check_int
 
 _INIT = nn.initializers.xavier_uniform()
-ENCODERS = ("minatar", "nature")
+ENCODERS = ("minatar", "nature", "impala")
 NATURE_LAYERS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # (features, kernel, stride), Mnih et al. 2015
 
 
@@ -159,4 +161,7 @@ class NatureEncoder(nn.Module):
 def make_encoder(name: str) -> nn.Module:
   """The encoder module registered as ``name`` (one of ``ENCODERS``)."""
   check(name in ENCODERS, f"encoder={name!r}; choose one of {ENCODERS}")
+  if name == "impala":
+    from jaxlab.rl.impala_encoder import ImpalaEncoder  # noqa: PLC0415 - it builds on this module
+    return ImpalaEncoder()
   return MinAtarEncoder() if name == "minatar" else NatureEncoder()

@@ -51,6 +51,9 @@ from jaxlab.train.task import TASKS, Inference, Task
 STEP_VIA = ("auto", "xla", "callback")
 
 
+#: The encoders of 84x84x4 frames: the Nature CNN (the paper's DQN) or IMPALA (its Rainbow runs).
+ATARI_ENCODERS = ("nature", "impala")
+
 class AtariData(NamedTuple):
   """The task's ``data_state``: what the agent acts on, episode statistics, the replay."""
 
@@ -74,8 +77,8 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   check(errors.is_int(d.update_period) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} agent steps per update; must be an int >= 1 (Dopamine: 4)")
   check_dqn_settings(d, "agent steps", "epsilon_decay_period", d.clip_rewards)
-  check(config.network.encoder == "nature",
-        f"network.encoder={config.network.encoder!r}; Atari frames (84x84x4) take the 'nature' encoder")
+  check(config.network.encoder in ATARI_ENCODERS,
+        f"network.encoder={config.network.encoder!r}; Atari frames (84x84x4) take one of {ATARI_ENCODERS}")
 
 
 def resolve_step_via(step_via: str, mesh: jax.sharding.Mesh) -> str:

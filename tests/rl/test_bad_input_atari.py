@@ -75,7 +75,7 @@ CASES: list[Case] = [
     ("atari task", "num_envs not dividing the update period", _task(**{"env.num_envs": 3}),
      "env.num_envs=3 does not divide dqn.update_period=4"),
     ("atari task", "MinAtar encoder", _task(**{"network.encoder": "minatar"}),
-     "network.encoder='minatar'; Atari frames (84x84x4) take the 'nature' encoder"),
+     "network.encoder='minatar'; Atari frames (84x84x4) take one of ('nature', 'impala')"),
     ("atari task", "target period off the update grid", _task(**{"dqn.target_update_period": 6}),
      "dqn.target_update_period=6 agent steps must be a multiple of the 4 agent steps"),
     ("atari task", "replay too small for stacks", _task(**{"dqn.replay_capacity": 8}),

@@ -70,7 +70,7 @@ def test_minatar_parameter_counts():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(head="moe"), "head='moe'; choose one of"),
     (dict(tokenizer="per_pixel"), "tokenizer='per_pixel'; choose one of"),
-    (dict(encoder="impala"), "encoder='impala'; choose one of"),
+    (dict(encoder="resnet"), "encoder='resnet'; choose one of"),
     (dict(num_experts=0), "num_experts=0"),
     (dict(head="dense", width_multiplier=0), "width_multiplier=0"),
 ])

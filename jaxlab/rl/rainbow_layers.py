@@ -1,0 +1,121 @@
+r"""Rainbow's output layers: factorised noisy linear layers and the dueling (distributional) head.
+
+Fortunato et al., "Noisy Networks for Exploration", ICLR 2018 (Eqs. 8-11, Sec. 3.2); Wang et al.,
+"Dueling Network Architectures for Deep RL", ICML 2016 (Eq. 9); as Dopamine's
+``jax/networks.py`` ``NoisyNetwork`` and ``FullRainbowNetwork`` compute them (the head that
+``labs/moes``' ``FullRainbowMoENetwork`` places after its MoE layer).
+
+Noise is drawn from the flax RNG stream ``"noise"`` on every call (``apply(..., rngs={"noise":
+key})``), so a jitted step that passes a fresh key per call samples fresh noise, and equal keys
+give equal networks (Dopamine passes a key the same way). ``deterministic=True`` uses the mean
+weights only (Dopamine's ``eval_mode``).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxlab.errors import check_bool, check_int
+
+#: Dopamine's initial noise scale: sigma = SIGMA_0 / sqrt(fan_in) (the paper's Sec. 3.2 says 0.5).
+SIGMA_0 = 0.1
+_GLOROT = nn.initializers.xavier_uniform()
+
+
+def scaled_noise(x: jax.Array) -> jax.Array:
+  r"""Fortunato et al.'s :math:`f(x) = \mathrm{sgn}(x) \sqrt{|x|}` (Eqs. 10-11)."""
+  return jnp.sign(x) * jnp.sqrt(jnp.abs(x))
+
+
+class NoisyDense(nn.Module):
+  r"""A linear layer with factorised Gaussian noise (Fortunato et al. 2018, Eqs. 8-11).
+
+  .. math::
+    y = x (\mu^w + \sigma^w \odot f(\epsilon_p) f(\epsilon_q)^\top) + \mu^b + \sigma^b \odot f(\epsilon_q),
+    \qquad \epsilon_p \sim \mathcal{N}(0, I_p),\ \epsilon_q \sim \mathcal{N}(0, I_q)
+
+  Initialisation (Sec. 3.2, with Dopamine's scale): :math:`\mu \sim U[-1/\sqrt{p}, 1/\sqrt{p}]`,
+  :math:`\sigma = 0.1/\sqrt{p}` for ``p`` inputs. One noise sample per call is shared by the
+  whole batch, as in Dopamine (which vmaps a per-example network over one key).
+
+  Attributes:
+    features: outputs ``q``.
+    deterministic: use the means only (no noise, no RNG needed).
+  """
+
+  features: int
+  deterministic: bool = False
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    check_int(self.features, "NoisyDense.features")
+    check_bool(self.deterministic, "NoisyDense.deterministic")
+    p = x.shape[-1]
+    bound = 1.0 / jnp.sqrt(p)
+    mu_init = lambda key, shape: jax.random.uniform(key, shape, jnp.float32, -bound, bound)
+    sigma_init = lambda key, shape: jnp.full(shape, SIGMA_0 / jnp.sqrt(p), jnp.float32)
+    w_mu = self.param("kernel_mu", mu_init, (p, self.features))
+    w_sigma = self.param("kernel_sigma", sigma_init, (p, self.features))
+    b_mu = self.param("bias_mu", mu_init, (self.features,))
+    b_sigma = self.param("bias_sigma", sigma_init, (self.features,))
+    if self.deterministic:
+      return x @ w_mu + b_mu
+    k_p, k_q = jax.random.split(self.make_rng("noise"))
+    f_p = scaled_noise(jax.random.normal(k_p, (p, 1)))
+    f_q = scaled_noise(jax.random.normal(k_q, (1, self.features)))
+    return x @ (w_mu + w_sigma * (f_p * f_q)) + (b_mu + b_sigma * f_q[0])
+
+
+def dueling_logits(value: jax.Array, advantages: jax.Array) -> jax.Array:
+  r"""Wang et al. 2016, Eq. 9, per atom: :math:`V + A - \mathrm{mean}_a A`.
+
+  Args:
+    value: [B, N] the value stream (``N`` = 1 for a scalar Q).
+    advantages: [B, A, N] the advantage stream.
+
+  Returns:
+    [B, A, N].
+  """
+  return value[:, None, :] + advantages - jnp.mean(advantages, axis=1, keepdims=True)
+
+
+class RainbowHead(nn.Module):
+  """Features [B, d] -> logits [B, A, N] (and expected Q-values [B, A] on ``support``).
+
+  Dopamine's ``FullRainbowNetwork`` after its torso: the value and advantage streams are one
+  (noisy or plain Glorot) linear layer each on the shared hidden features (no hidden layer of
+  their own), combined by :func:`dueling_logits`; without ``dueling``, one layer of
+  ``num_actions * num_atoms``.
+
+  Attributes:
+    num_actions: ``A``.
+    num_atoms: ``N`` (1 with a non-distributional agent).
+    noisy: noisy linear layers (:class:`NoisyDense`) instead of dense ones.
+    dueling: value and advantage streams.
+    deterministic: noisy layers use their means (evaluation).
+  """
+
+  num_actions: int
+  num_atoms: int = 51
+  noisy: bool = True
+  dueling: bool = True
+  deterministic: bool = False
+
+  def _linear(self, features: int, name: str) -> nn.Module:
+    if self.noisy:
+      return NoisyDense(features, deterministic=self.deterministic, name=name)
+    return nn.Dense(features, kernel_init=_GLOROT, name=name)
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    check_int(self.num_actions, "RainbowHead.num_actions")
+    check_int(self.num_atoms, "RainbowHead.num_atoms")
+    check_bool(self.noisy, "RainbowHead.noisy")
+    check_bool(self.dueling, "RainbowHead.dueling")
+    b, a, n = x.shape[0], self.num_actions, self.num_atoms
+    if not self.dueling:
+      return self._linear(a * n, "logits")(x).reshape(b, a, n)
+    advantages = self._linear(a * n, "advantage")(x).reshape(b, a, n)
+    return dueling_logits(self._linear(n, "value")(x), advantages)
