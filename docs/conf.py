@@ -33,6 +33,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "myst_nb",
     "public_api",
+    "api_mentions",
     "repo_files",
 ]
 
@@ -46,8 +47,10 @@ nitpicky = True
 # name never matches, so a dead reference to our own code still fails the build.
 _FOREIGN = ("collections", "os", "pathlib", "typing",
             "jax", "jaxlib", "numpy", "optax", "flax", "ml_collections", "orbax", "chex", "haiku",
-            "ott", "gymnax", "flashbax", "exponax", "grain", "tokenizers", "h5py", "envpool", "PIL", "pyarrow")
+            "jnp", "ott", "gymnax", "flashbax", "exponax", "grain", "tokenizers", "h5py", "envpool", "PIL", "pyarrow")
 nitpick_ignore_regex = [(r"py:.*", rf"({'|'.join(_FOREIGN)})\..*")]
+# Type variables appear in signatures (``Registry(Generic[T])``) but are no API of their own.
+nitpick_ignore = [("py:class", "jaxlab.registry.T")]
 
 # ------------------------------------------------------------------ public API check (_ext/public_api.py)
 public_api_packages = ["jaxlab"]
@@ -57,6 +60,10 @@ public_api_modules = [
     "jaxlab.ot_clip", "jaxlab.ot_clip.similarity", "jaxlab.pde", "jaxlab.pde.data", "jaxlab.pde.data.files", "jaxlab.pde.data.resample", "jaxlab.rl",
     "jaxlab.data", "jaxlab.data.digits", "jaxlab.data.batching",
 ]
+
+# A guide that names one of our objects in inline code (`jaxlab.load_run`) links it somewhere on
+# the page, or the build fails (_ext/api_mentions.py says what counts as a mention).
+api_mentions_pages = ["getting_started", "guides/*"]
 
 # A Markdown link to a repository file that is not a page (benchmarks/, configs/, ...) renders as
 # the file's path in code font (_ext/repo_files.py); a link to a missing file fails the build.
