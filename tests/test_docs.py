@@ -9,8 +9,9 @@
   of one page run in order and share their names; blocks without a prompt are not run.
 * The checks themselves: a tiny throwaway project fails to build on an undocumented public
   function, a public name on no API page, a module with ``__all__`` that is not checked, a dead
-  cross-reference and a link to a missing file, naming each; fixed, it builds, and a link to a
-  repository file shows the file's path (docs/_ext/repo_files.py).
+  cross-reference, a link to a missing file, and a guide naming a function in inline code without
+  linking it (docs/_ext/api_mentions.py), naming each (with page and line); fixed, it builds, and
+  a link to a repository file shows the file's path (docs/_ext/repo_files.py).
 """
 
 from __future__ import annotations
@@ -184,17 +185,32 @@ def _tiny_project(root: pathlib.Path, *, broken: bool) -> pathlib.Path:
   (site / "conf.py").write_text(textwrap.dedent(f"""\
       import sys
       sys.path[:0] = [{str(root)!r}, {str(DOCS / "_ext")!r}]
-      extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "myst_parser", "public_api", "repo_files"]
+      extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "myst_parser", "public_api", "api_mentions",
+                    "repo_files"]
       nitpicky = True
+      api_mentions_pages = ["guide"]
       public_api_packages = ["fakepkg"]
       public_api_modules = {modules!r}
       repo_files_root = {str(root)!r}
       """))
   pages = ["fakepkg.documented", "fakepkg.undocumented"] + ([] if broken else ["fakepkg.unlisted", "fakepkg.hidden.thing"])
-  (site / "index.rst").write_text("Fake\n====\n\n.. toctree::\n\n   links\n\n"
+  (site / "index.rst").write_text("Fake\n====\n\n.. toctree::\n\n   links\n   guide\n\n"
                                   + "".join(f".. autofunction:: {p}\n\n" for p in pages))
   linked = "gone.py" if broken else "core.py"
   (site / "links.md").write_text(f"# Links\n\nThe [core module](../fakepkg/{linked}) and [the index](index.rst).\n")
+  # A guide naming the package's functions in inline code: linked once per page (the fix), or not.
+  first = "`fakepkg.documented()`" if broken else "[`fakepkg.documented()`](#fakepkg.documented)"
+  (site / "guide.md").write_text(textwrap.dedent(f"""\
+      # Guide
+
+      Call {first} first, then
+      `fakepkg.core.documented` (the same function), {'`fakepkg.unlisted`' if broken else '{func}`fakepkg.unlisted`'}
+      and {'`fakepkg.gone`' if broken else '`python -m fakepkg.core`'}; `fakepkg.core._helper` is private.
+
+      ```python
+      fakepkg.undocumented()  # a code block: exempt
+      ```
+      """))
   return site
 
 
@@ -206,7 +222,11 @@ def test_the_checks_fail_a_build_and_name_each_problem(tmp_path):
                    "fakepkg.unlisted is public but on no API page",
                    "fakepkg.hidden defines __all__ but is not in public_api_modules",
                    "py:func reference target not found: fakepkg.dead_target",
-                   "cross-reference target not found: '../fakepkg/gone.py'"):
+                   "cross-reference target not found: '../fakepkg/gone.py'",
+                   "guide.md:3: WARNING: `fakepkg.documented` is mentioned but linked nowhere on this page",
+                   "guide.md:4: WARNING: `fakepkg.core.documented` is mentioned but linked nowhere on this page",
+                   "guide.md:4: WARNING: `fakepkg.unlisted` is on no API page",
+                   "guide.md:5: WARNING: `fakepkg.gone` names nothing"):
     assert expected in output, f"{expected!r} not in:\n{output}"
 
 
