@@ -4,6 +4,9 @@
   (``nitpicky``), the notebooks, and the public-API check of docs/_ext/public_api.py. Any warning
   fails it. The ``dummy`` builder reads and resolves everything the html builder does but writes
   no pages (the Makefile's ``docs`` target writes them).
+* The same build with the method extras' packages hidden (gymnax, envpool, exponax, h5py, grain,
+  ...: what ``make docs-light`` installs without) succeeds with ``-W`` and has every page and
+  every API entry of the full build: docs/conf.py mocks each absent one.
 * Every ``>>>`` example in a jaxlab docstring runs as a doctest.
 * Every ``>>>`` example in a fenced ``python`` block of docs/**/*.md runs as a doctest; the blocks
   of one page run in order and share their names; blocks without a prompt are not run.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import pathlib
+import pickle
 import re
 import subprocess
 import sys
@@ -34,9 +38,9 @@ FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?:\{code(?:-block|
 EXAMPLE_LANGUAGES = ("python", "py", "pycon")
 
 
-def _sphinx(srcdir: pathlib.Path, outdir: pathlib.Path, *options: str, builder: str = "dummy"
-            ) -> subprocess.CompletedProcess:
-  command = [sys.executable, "-m", "sphinx", "-q", "--keep-going", *options, "-b", builder,
+def _sphinx(srcdir: pathlib.Path, outdir: pathlib.Path, *options: str, builder: str = "dummy",
+            launcher: tuple[str, ...] = ("-m", "sphinx")) -> subprocess.CompletedProcess:
+  command = [sys.executable, *launcher, "-q", "--keep-going", *options, "-b", builder,
              "-d", str(outdir / "doctrees"), str(srcdir), str(outdir / builder)]
   return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600)
 
@@ -45,10 +49,64 @@ def _output(result: subprocess.CompletedProcess) -> str:
   return (result.stdout + result.stderr).strip()
 
 
-def test_docs_build_without_warnings(tmp_path):
-  result = _sphinx(DOCS, tmp_path, "-W")
+@pytest.fixture(scope="module")
+def full_build(tmp_path_factory) -> tuple[subprocess.CompletedProcess, pathlib.Path]:
+  out = tmp_path_factory.mktemp("docs_full")
+  return _sphinx(DOCS, out, "-W"), out
+
+
+def test_docs_build_without_warnings(full_build):
+  result, _ = full_build
   status = result.returncode
   assert status == 0, f"the docs build failed (exit {status}):\n{_output(result)[-6000:]}"
+
+
+# ---------------------------------------------------------------- without the optional packages
+
+# Runs Sphinx with the method extras' packages made unimportable, as in a venv of jaxlab's core
+# dependencies and the docs extra only (`make docs-light`).
+HIDE_AND_RUN_SPHINX = """\
+import importlib.abc, runpy, sys
+
+HIDDEN = set(sys.argv.pop(1).split(","))
+
+
+class Hidden(importlib.abc.MetaPathFinder):
+  def find_spec(self, name, path=None, target=None):
+    if name.partition(".")[0] in HIDDEN:
+      raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)", name=name)
+    return None
+
+
+sys.meta_path.insert(0, Hidden())
+sys.argv[0] = "sphinx"
+runpy.run_module("sphinx", run_name="__main__", alter_sys=True)
+"""
+
+
+def _environment(out: pathlib.Path):
+  with open(out / "doctrees" / "environment.pickle", "rb") as f:
+    return pickle.load(f)
+
+
+def test_docs_build_with_the_optional_packages_absent(full_build, tmp_path):
+  """Every page and every API entry of the full build, with each extra's package mocked (~25 s)."""
+  from jaxlab.registry import EXTRAS  # noqa: PLC0415 - the packages docs/conf.py mocks when absent
+  hidden = sorted(EXTRAS)
+  assert {"gymnax", "flashbax", "envpool", "exponax", "h5py", "grain", "tokenizers", "PIL"} <= set(hidden)
+  script = tmp_path / "hide_and_run_sphinx.py"
+  script.write_text(HIDE_AND_RUN_SPHINX, encoding="utf-8")
+  light = _sphinx(DOCS, tmp_path / "out", "-W", launcher=(str(script), ",".join(hidden)))
+  assert light.returncode == 0, f"the build without the extras failed:\n{_output(light)[-6000:]}"
+  env, full_env = _environment(tmp_path / "out"), _environment(full_build[1])
+  assert env.config.autodoc_mock_imports == hidden  # each one was absent, hence mocked
+  assert full_env.config.autodoc_mock_imports == []  # the full build imports them for real
+  assert env.found_docs == full_env.found_docs and len(env.found_docs) > 30
+  # the same entries: what imports gymnax, envpool, exponax, h5py, grain ... is documented too
+  objects, full_objects = (set(e.domaindata["py"]["objects"]) for e in (env, full_env))
+  assert objects == full_objects
+  assert {"jaxlab.rl.make_env", "jaxlab.rl.make_atari", "jaxlab.pde.data.generate",
+          "jaxlab.pde.data.files.TheWell", "jaxlab.ot_clip.data.tokenizer.train_tokenizer"} <= objects
 
 
 # ---------------------------------------------------------------- docstring examples
