@@ -13,7 +13,7 @@ PYTHON_LATEST ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/py
                    $$p -c 'import sys' >/dev/null 2>&1 && echo $$p && break; done)
 VENV_LATEST ?= .venv-latest
 
-.PHONY: demo test test-slow test-latest install clean-runs docs
+.PHONY: demo test test-slow test-latest install clean-runs docs docs-light
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,19 @@ test-latest: $(VENV_LATEST)/.jaxlab-installed
 # without a docstring fails it. Open docs/_build/html/index.html.
 docs: $(STAMP)
 	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
+
+# The same site from a small venv: jaxlab's core dependencies and the docs extra only, no method
+# extras (gymnax, envpool, exponax, h5py, grain, ...). docs/conf.py mocks each optional package
+# that is not installed (autodoc_mock_imports), so every page still renders and -W still holds.
+VENV_DOCS ?= .venv-docs
+$(VENV_DOCS)/.jaxlab-installed: setup.cfg pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV_DOCS)
+	$(VENV_DOCS)/bin/python -m pip install -q --upgrade pip
+	$(VENV_DOCS)/bin/python -m pip install -q -c constraints.txt -e ".[docs]"
+	touch $@
+
+docs-light: $(VENV_DOCS)/.jaxlab-installed
+	$(VENV_DOCS)/bin/python -m sphinx -W --keep-going -b html docs docs/_build/html
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+#: The flags (name without ``--`` -> seconds) that :func:`add_cpu_collective_timeouts` adds.
 CPU_COLLECTIVE_TIMEOUTS = {
     "xla_cpu_collective_call_terminate_timeout_seconds": 900,
     "xla_cpu_collective_call_warn_stuck_timeout_seconds": 120,

@@ -121,6 +121,10 @@ def test_several_seeds_load_all_or_one(mlp_runs_dir):
   assert not one.run_axis and one.seeds == (1,) and one.predict(images).shape == (5, 10)
   chex.assert_trees_all_equal(one.params, jax.tree.map(lambda x: x[1], every.params))  # the same checkpoint
   assert one.logged_metrics()["test_accuracy"] == every.logged_metrics()["test_accuracy"][1]
+  # one seed of several is evaluated by the program without the run axis: the log to float32 rounding
+  for key, value in one.evaluate().items():
+    np.testing.assert_allclose(value, np.asarray(every.logged_metrics()[key][1], value.dtype), rtol=1e-5,
+                               err_msg=key)
 
 
 @pytest.mark.slow  # two DQN seeds: ~45 s on 2 busy cores, mostly compiling the environments

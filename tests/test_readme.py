@@ -36,3 +36,12 @@ def test_resume_guide_lists_every_resume_safe_key():
   text = open(RESUME_GUIDE, encoding="utf-8").read()
   missing = [k for k in RESUME_SAFE_KEYS if f"`{k}`" not in text]
   assert not missing, f"{os.path.relpath(RESUME_GUIDE, REPO)}'s resuming section lacks {missing}"
+
+
+def test_getting_started_gives_the_suites_time_as_the_readme_does():
+  def make_test_lines(path):
+    with open(path, encoding="utf-8") as f:
+      return [line.strip() for line in f if line.startswith("make test ")]
+  readme = make_test_lines(README)
+  assert readme and "13-17 minutes on 2 idle CPU cores" in readme[0]
+  assert make_test_lines(os.path.join(REPO, "docs", "getting_started.md")) == readme

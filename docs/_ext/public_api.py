@@ -44,9 +44,9 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-_PROBLEMS = "public_api_problems"
-_BY_OBJECT = "public_api_by_object"  # cache of _documented_objects for the write phase
-_MISSING = object()
+PROBLEMS = "public_api_problems"
+_BY_OBJECT = "public_api_by_object"  # cache of documented_objects for the write phase
+MISSING = object()
 
 
 @functools.lru_cache(maxsize=None)
@@ -111,7 +111,7 @@ def _defining_modules(obj: Any, name: str, modname: str) -> list[str]:
   for other, module in sorted(sys.modules.items()):
     if module is None or not (other == root or other.startswith(root + ".")):
       continue
-    if getattr(module, "__dict__", {}).get(name, _MISSING) is not obj:
+    if getattr(module, "__dict__", {}).get(name, MISSING) is not obj:
       continue
     try:
       if name in _assigned_names(_source_tree(other)):
@@ -176,12 +176,12 @@ def modules_with_all(package: str) -> list[str]:
 
 
 def _problem(app: Sphinx, message: str) -> None:
-  getattr(app, _PROBLEMS).append(message)
+  getattr(app, PROBLEMS).append(message)
   logger.warning(message, type="public_api", subtype="missing")
 
 
 def _check_docstrings(app: Sphinx) -> None:
-  setattr(app, _PROBLEMS, [])
+  setattr(app, PROBLEMS, [])
   listed = list(app.config.public_api_modules)
   for package in app.config.public_api_packages:
     for modname in modules_with_all(package):
@@ -195,36 +195,43 @@ def _check_docstrings(app: Sphinx) -> None:
         _problem(app, why)
 
 
-def _object_at(fullname: str) -> Any:
-  """The Python object that a dotted name denotes (importing its module), or ``_MISSING``."""
+def object_at(fullname: str) -> Any:
+  """The Python object that a dotted name denotes, as the expression would, or ``MISSING``.
+
+  Attribute first, submodule second (importing it): ``jaxlab.optim.momo`` is the function the
+  package re-exports under its module's name, not the module.
+  """
   parts = fullname.split(".")
-  for i in range(len(parts), 0, -1):
+  try:
+    obj = importlib.import_module(parts[0])
+  except ImportError:
+    return MISSING
+  for attr in parts[1:]:
     try:
-      obj = importlib.import_module(".".join(parts[:i]))
-    except ImportError:
-      continue
-    try:
-      for attr in parts[i:]:
-        obj = getattr(obj, attr)
+      obj = getattr(obj, attr)
     except AttributeError:
-      return _MISSING
-    return obj
-  return _MISSING
+      if not inspect.ismodule(obj):
+        return MISSING
+      try:
+        obj = importlib.import_module(f"{obj.__name__}.{attr}")
+      except ImportError:
+        return MISSING
+  return obj
 
 
-def _documented_objects(env: Any) -> dict[int, str]:
+def documented_objects(env: Any) -> dict[int, str]:
   """id(object) -> the name it is documented under (the first, sorted), for the py domain's objects."""
   found: dict[int, str] = {}
   for fullname in sorted(env.get_domain("py").objects):
-    obj = _object_at(fullname)
-    if obj is not _MISSING and not isinstance(obj, (int, float, str, bool)) and obj is not None:
+    obj = object_at(fullname)
+    if obj is not MISSING and not isinstance(obj, (int, float, str, bool)) and obj is not None:
       found.setdefault(id(obj), fullname)
   return found
 
 
 def _check_pages(app: Sphinx, env: Any) -> None:
   documented = env.get_domain("py").objects
-  by_object = _documented_objects(env)
+  by_object = documented_objects(env)
   setattr(app, _BY_OBJECT, by_object)
   for modname in app.config.public_api_modules:
     module = importlib.import_module(modname)
@@ -248,10 +255,10 @@ def _resolve_own(app: Sphinx, env: Any, node: Any, contnode: Any) -> Any:
   if node.get("refdomain") != "py":
     return None
   target = node["reftarget"].lstrip(".~")
-  by_object = getattr(app, _BY_OBJECT, None) or _documented_objects(env)
+  by_object = getattr(app, _BY_OBJECT, None) or documented_objects(env)
   candidates = set()
-  obj = _object_at(target) if "." in target and target.split(".")[0] in _roots(app) else _MISSING
-  if obj is not _MISSING and id(obj) in by_object:
+  obj = object_at(target) if "." in target and target.split(".")[0] in _roots(app) else MISSING
+  if obj is not MISSING and id(obj) in by_object:
     candidates.add(by_object[id(obj)])
   elif "." not in target:
     candidates = {name for name in by_object.values() if name.rsplit(".", 1)[-1] == target}
@@ -279,7 +286,7 @@ def _data_docs(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines:
 
 def _fail_at_end(app: Sphinx, exception: Exception | None) -> None:
   """Fails the build (exit status 1) even without ``-W``: the warnings above name each problem."""
-  problems = getattr(app, _PROBLEMS, [])
+  problems = getattr(app, PROBLEMS, [])
   if exception is None and problems:
     app.statuscode = 1
     logger.error(f"public API check: {len(problems)} problem(s), each named above")

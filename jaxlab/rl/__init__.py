@@ -9,10 +9,7 @@ and replays need the ``rl`` / ``atari`` extras (``pip install jaxlab[rl,atari]``
 imported on first use, so the networks and the loss work without them.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+import importlib as _importlib
 
 from jaxlab.rl.distributional import c51_loss, c51_support, c51_target, n_step_returns, project_distribution
 from jaxlab.rl.dqn import epsilon_greedy, linear_epsilon, periodic_sync, td_loss
@@ -32,11 +29,11 @@ __all__ = ["HEADS", "ImpalaEncoder", "NoisyDense", "QNetwork", "RainbowHead", "d
            "project_distribution", "td_loss", *sorted(_LAZY)]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
   if name in _LAZY:
-    return getattr(importlib.import_module(f"jaxlab.rl.{_LAZY[name]}"), name)
+    return getattr(_importlib.import_module(f"jaxlab.rl.{_LAZY[name]}"), name)
   raise AttributeError(f"module 'jaxlab.rl' has no attribute {name!r}")
 
 
-def __dir__() -> list[str]:
-  return sorted(set(globals()) | set(_LAZY))
+def __dir__() -> list[str]:  # the public names, the lazy ones included; no helper names
+  return sorted(__all__)

@@ -59,10 +59,10 @@ BOOKKEEPING_KEYS = (
     "name", "log_every", "eval_every", "checkpoint_every", "checkpoint_keep", "checkpoint_keep_period",
     "prefetch", "steps_per_call", "remat", "mesh", "sharding_rules", "fsdp_axis", "fsdp_min_size", "init_from.*",
 )
-# Config keys a resumed run may change: the bookkeeping and the length (``num_steps``), not the
-# model, data, optimizer or seed (a deliberate change of those is a new run started with
-# init_from). A task adds its own evaluation-only keys (``Task.resume_safe``). ``num_steps`` comes
-# second because the refusal lists the keys in this order.
+#: Config keys a resumed run may change: the bookkeeping and the length (``num_steps``), not the
+#: model, data, optimizer or seed (a deliberate change of those is a new run started with
+#: init_from). A task adds its own evaluation-only keys (``Task.resume_safe``). ``num_steps`` comes
+#: second because the refusal lists the keys in this order.
 RESUME_SAFE_KEYS = BOOKKEEPING_KEYS[:1] + ("num_steps",) + BOOKKEEPING_KEYS[1:]
 
 

@@ -8,27 +8,37 @@ import ml_collections
 
 
 def trainer_config(**overrides: Any) -> ml_collections.ConfigDict:
-  """A ConfigDict with every key ``jaxlab.train.trainer.train`` reads, set to its default.
+  """A ConfigDict with every key :func:`jaxlab.train.trainer.train` reads, set to its default.
 
-  Keys:
-    seed: the run's seed (params init, step rngs, data order).
-    batch_size: global batch size (all processes).
-    num_steps: optimizer steps in all.
-    steps_per_call: steps per jitted call (a ``lax.scan``), for dispatch-bound small models.
-    mesh: ``((axis, size), ...)``; one size may be -1; a ``"data"`` axis is required.
-    sharding_rules: ``((regex over state paths, PartitionSpec axes), ...)``; a rule matching
-      nothing is an error.
-    fsdp_axis / fsdp_min_size: shard unmatched leaves of at least that many elements over this
-      mesh axis ("" for none).
-    runs.seeds / runs.sweep: vmapped runs (see ``jaxlab.train.runs``), sharded over "data".
-    grad_accum_steps, remat, compute_dtype, skip_nonfinite: step options (``train_step_fn``).
-    log_every, eval_every, checkpoint_every: schedules in steps (checked at call boundaries).
-    checkpoint_keep / checkpoint_keep_period: keep policy (newest N, plus every multiple).
-    prefetch: host batches built ahead in a background thread (0 for none).
-    init_from.workdir / init_from.reinit: fine-tune from another run's newest params, keeping a
-      fresh initialisation where a reinit regex matches (``jaxlab.train.finetune``); freeze
-      params with the optimizer's ``freeze`` patterns (``optimizer.freeze``, which
-      :func:`add_fine_tune_keys` adds to every config loaded by name or from the command line).
+  The keys:
+
+  * ``seed``: the run's seed (params init, step rngs, data order).
+  * ``batch_size``: global batch size (all processes).
+  * ``num_steps``: optimizer steps in all.
+  * ``steps_per_call``: steps per jitted call (a ``lax.scan``), for dispatch-bound small models.
+  * ``mesh``: ``((axis, size), ...)``; one size may be -1; a ``"data"`` axis is required.
+  * ``sharding_rules``: ``((regex over state paths, PartitionSpec axes), ...)``; a rule matching
+    nothing is an error.
+  * ``fsdp_axis`` / ``fsdp_min_size``: shard unmatched leaves of at least that many elements over
+    this mesh axis ("" for none).
+  * ``runs.seeds`` / ``runs.sweep``: vmapped runs (see ``jaxlab.train.runs``), sharded over "data".
+  * ``grad_accum_steps``, ``remat``, ``compute_dtype``, ``skip_nonfinite``: step options
+    (``train_step_fn``).
+  * ``log_every``, ``eval_every``, ``checkpoint_every``: schedules in steps (checked at call
+    boundaries).
+  * ``checkpoint_keep`` / ``checkpoint_keep_period``: keep policy (newest N, plus every multiple).
+  * ``prefetch``: host batches built ahead in a background thread (0 for none).
+  * ``init_from.workdir`` / ``init_from.reinit``: fine-tune from another run's newest params,
+    keeping a fresh initialisation where a reinit regex matches (``jaxlab.train.finetune``);
+    freeze params with the optimizer's ``freeze`` patterns (``optimizer.freeze``, which
+    ``add_fine_tune_keys`` adds to every config loaded by name or from the command line).
+
+  Args:
+    **overrides: keys to set instead of their defaults (``num_steps=100``).
+
+  Returns:
+    The trainer's part of an experiment config; an experiment config adds ``task``, ``model``,
+    ``loss`` and ``optimizer``.
   """
   c = ml_collections.ConfigDict()
   c.seed = 0

@@ -86,8 +86,9 @@ class FineTuneStart:
     params: the fresh params with the loaded leaves in place.
     workdir: the pre-training run (``init_from.workdir``).
     step: the checkpoint step the params came from.
-    loaded / reinitialised / frozen: numbers of param leaves loaded, kept fresh
-      (``init_from.reinit``), and frozen (``optimizer.freeze``; loaded or fresh).
+    loaded: the number of param leaves loaded.
+    reinitialised: the number of param leaves kept fresh (``init_from.reinit``).
+    frozen: the number of param leaves frozen (``optimizer.freeze``; loaded or fresh).
   """
   params: Any
   workdir: str

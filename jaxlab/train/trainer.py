@@ -248,6 +248,10 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
       killed there (for testing resumption); an int >= 1 past the workdir's checkpoint (a
       finished run reruns as before).
     progress: show a tqdm bar.
+
+  Returns:
+    A :class:`TrainResult`: the final state, the run's summary, and the signal that stopped it
+    early, if one did.
   """
   check_stop_after(stop_after)
   validate_trainer_config(config)  # the edge: from here on the config is trusted
