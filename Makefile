@@ -19,6 +19,8 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt -e ".[data,rl,pde,atari,clip_data,test,notebooks,docs,tensorboard]"
+	# the rl extra carries gymnax's dependencies but not gymnax (its jax<0.12 cap; setup.cfg)
+	$(PY) -m pip install -q -c constraints.txt --no-deps "gymnax>=1.0.1"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -33,15 +35,14 @@ $(VENV_LATEST)/.jaxlab-installed: setup.cfg pyproject.toml
 	@test -n "$(PYTHON_LATEST)" || (echo "test-latest needs python3.12 (set PYTHON_LATEST=...)"; exit 1)
 	$(PYTHON_LATEST) -m venv $(VENV_LATEST)
 	$(VENV_LATEST)/bin/python -m pip install -q --upgrade pip
-	$(VENV_LATEST)/bin/python -m pip install -q --upgrade -e ".[data,pde,atari,clip_data,test,notebooks,docs,tensorboard]"
-	# gymnax 1.0.1 declares jax<0.12 and would pull jax back to 0.11; its code runs on jax 0.12
-	# (tests/rl pass), so the rl extra goes in without moving jax.
-	$(VENV_LATEST)/bin/python -m pip install -q --upgrade --no-deps gymnax
-	$(VENV_LATEST)/bin/python -m pip install -q --upgrade "gymnasium>=1.1,<1.4" seaborn six flashbax rliable "pandas<3"
+	$(VENV_LATEST)/bin/python -m pip install -q --upgrade -e ".[data,rl,pde,atari,clip_data,test,notebooks,docs,tensorboard]"
+	# what a user of the rl extra runs next: gymnax 1.0.1 declares jax<0.12, so it goes in without
+	# its dependencies (the rl extra has them) and jax stays the newest release
+	$(VENV_LATEST)/bin/python -m pip install -q --upgrade --no-deps "gymnax>=1.0.1"
 	touch $@
 
 test-latest: $(VENV_LATEST)/.jaxlab-installed
-	$(VENV_LATEST)/bin/python -m pip list 2>/dev/null | grep -iE "^(jax|jaxlib|flax|optax|numpy|orbax-checkpoint|ott-jax) "
+	$(VENV_LATEST)/bin/python -m pip list 2>/dev/null | grep -iE "^(jax|jaxlib|flax|optax|numpy|orbax-checkpoint|ott-jax|gymnax) "
 	$(VENV_LATEST)/bin/python -m pytest -q -n 2 $(PYTEST_ARGS)
 
 # The documentation site (docs/), warnings as errors: a dead cross-reference or a public name

@@ -26,6 +26,12 @@ EXTRAS: dict[str, str] = {
     "matplotlib": "notebooks",
 }
 
+#: Packages an extra needs but cannot name, installed after it with ``pip install --no-deps``
+#: (pip extras cannot say "no deps"); the extra names their other dependencies (setup.cfg). gymnax
+#: 1.0.1 declares ``jax<0.12``, which would pull jax back to 0.11.2; its MinAtar games step the same
+#: on jax 0.12. 1.0.1 is the first release with Seaquest and with Space Invaders as MinAtar starts it.
+NO_DEPS: dict[str, str] = {"gymnax": "gymnax>=1.0.1"}
+
 
 def missing_extra_error(error: ModuleNotFoundError, what: str) -> InputError | None:
   """``error`` (a failed import) as one line naming the extra to install, if an extra installs it.
@@ -35,15 +41,18 @@ def missing_extra_error(error: ModuleNotFoundError, what: str) -> InputError | N
     what: what needed the module, for the message (e.g. ``"task 'dqn_minatar'"``).
 
   Returns:
-    An ``InputError`` saying ``pip install 'jaxlab[<extra>]'``, or None when the missing module
-    is no extra's (a bug, or a broken install: the caller re-raises ``error``).
+    An ``InputError`` saying ``pip install 'jaxlab[<extra>]'`` (and, for a ``NO_DEPS`` package,
+    the ``pip install --no-deps`` line that follows it), or None when the missing module is no
+    extra's (a bug, or a broken install: the caller re-raises ``error``).
   """
   module = (error.name or "").split(".")[0]
   extra = EXTRAS.get(module)
   if extra is None:
     return None
-  return InputError(f"{what} needs the optional package {module!r}, which is not installed: "
-                    f"pip install 'jaxlab[{extra}]'")
+  install = f"pip install 'jaxlab[{extra}]'"
+  if module in NO_DEPS:
+    install += f" && pip install --no-deps '{NO_DEPS[module]}'"
+  return InputError(f"{what} needs the optional package {module!r}, which is not installed: {install}")
 
 
 class Registry(Generic[T]):

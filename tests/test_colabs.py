@@ -107,8 +107,8 @@ def test_execute_runs_this_python_in_cwd_at_tiny_size_and_a_failing_cell_names_i
 
 # The install cell (quickstart's: MODULES = jaxlab, matplotlib, sklearn), run by a plain Python
 # without site-packages (-S) whose only third-party modules are fakes in a folder on PYTHONPATH:
-# the present modules, jax (devices()) with its metadata, and a `pip` that writes the arguments
-# it was called with to a file instead of installing anything.
+# the present modules, jax (devices()) with its metadata, and a `pip` that appends the arguments
+# of each call to a file instead of installing anything.
 QUICKSTART_MODULES = ["jaxlab", "matplotlib", "sklearn"]
 FAKE_JAX = "9.9.9"
 
@@ -135,14 +135,14 @@ def _fake_site(root, present):
   (root / f"jax-{FAKE_JAX}.dist-info" / "METADATA").write_text(
       f"Metadata-Version: 2.1\nName: jax\nVersion: {FAKE_JAX}\n")
   (root / "pip" / "__main__.py").write_text(
-      "import json, os, sys\nopen(os.environ['FAKE_PIP_LOG'], 'w').write(json.dumps(sys.argv[1:]))\n")
+      "import json, os, sys\nopen(os.environ['FAKE_PIP_LOG'], 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n")
 
 
-def _run_install_cell(tmp_path, present, source=None):
-  """quickstart's install cell with only present importable: (exit code, stdout, stderr, pip's
-  arguments or None when pip was not called)."""
-  cell = _install_cell("quickstart")
-  assert _modules_of(cell) == QUICKSTART_MODULES
+def _run_install_cell(tmp_path, present, source=None, name="quickstart", modules=QUICKSTART_MODULES):
+  """name's install cell with only present importable: (exit code, stdout, stderr, pip's
+  arguments: those of its one call, a list of calls when there were more, None when not called)."""
+  cell = _install_cell(name)
+  assert _modules_of(cell) == modules
   _fake_site(tmp_path / "site", present)
   log = tmp_path / "pip_args.json"
   env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tmp_path / "site"), "FAKE_PIP_LOG": str(log)}
@@ -150,7 +150,8 @@ def _run_install_cell(tmp_path, present, source=None):
     env["JAXLAB_SOURCE"] = source
   done = subprocess.run([sys.executable, "-S", "-c", cell], cwd=tmp_path, env=env, capture_output=True,
                         text=True, timeout=120)
-  return done.returncode, done.stdout, done.stderr, json.loads(log.read_text()) if log.exists() else None
+  calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+  return done.returncode, done.stdout, done.stderr, (calls[0] if len(calls) == 1 else calls or None)
 
 
 def test_install_cell_with_every_module_present_does_not_call_pip(tmp_path):
@@ -180,6 +181,24 @@ def test_install_cell_without_a_source_stops_in_one_line_before_pip(tmp_path, pr
   assert err.startswith(f"jaxlab install: {missing} not importable and JAXLAB_SOURCE is not set: set it "
                         f"(this cell's form field or first line, or the environment variable)"), err
   assert '"git+https://github.com/<you>/jaxlab"' in err and "pip install 'jaxlab[data,notebooks]'" in err
+
+
+def test_install_cell_of_an_rl_notebook_installs_gymnax_without_its_dependencies_after_jaxlab(tmp_path):
+  """The rl extra does not name gymnax (gymnax 1.0.1 declares jax<0.12): the cell installs it next
+  with --no-deps, so the runtime's jax stays; the requirement is jaxlab.registry.NO_DEPS's."""
+  from jaxlab.registry import NO_DEPS
+  spec = "jaxlab[rl,notebooks] @ git+https://h/me/jaxlab"
+  code, out, err, pip_calls = _run_install_cell(tmp_path, ["jaxlab", "matplotlib", "flashbax"],
+                                                source="git+https://h/me/jaxlab", name="soft_moe_rl",
+                                                modules=["jaxlab", "matplotlib", "gymnax", "flashbax"])
+  assert code == 0, err
+  assert pip_calls == [["install", "-q", spec, f"jax=={FAKE_JAX}"],
+                       ["install", "-q", "--no-deps", NO_DEPS["gymnax"]]]
+  assert out.splitlines()[1] == f"jaxlab install: pip install --no-deps {NO_DEPS['gymnax']}"
+  code, out, err, pip_calls = _run_install_cell(tmp_path / "unset", [], source="", name="soft_moe_rl",
+                                                modules=["jaxlab", "matplotlib", "gymnax", "flashbax"])
+  assert (code, pip_calls) == (1, None)
+  assert f"pip install 'jaxlab[rl,notebooks]' && pip install --no-deps '{NO_DEPS['gymnax']}'`" in err
 
 
 def test_install_cell_with_a_source_that_is_no_url_and_no_file_stops_in_one_line(tmp_path):
