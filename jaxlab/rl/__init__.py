@@ -1,8 +1,8 @@
 """Deep RL with Soft-MoE value networks (Obando-Ceron et al., ICML 2024): networks, environments, replay, DQN.
 
 ``QNetwork`` (MinAtar and Atari value networks with a dense, Soft-MoE or Top-1 MoE head), the
-jitted DQN pieces (``td_loss``, ``epsilon_greedy``, ``linear_epsilon``, ``periodic_sync``), MinAtar
-environments (``make_env``, gymnax) and replay (``make_replay``, flashbax), Atari 2600 games
+jitted DQN pieces (``td_loss``, ``epsilon_greedy``, ``linear_epsilon``, ``periodic_sync``), gymnax
+environments (``make_env``: MinAtar as Dopamine runs it, any gymnax id, or your own in ``ENVS``) and replay (``make_replay``, flashbax), Atari 2600 games
 (``make_atari``, envpool) and their frame-stacking replay (``make_frame_replay``). Environments
 and replays need the ``rl`` / ``atari`` extras (``pip install jaxlab[rl,atari]``) and are
 imported on first use, so the networks and the loss work without them.
@@ -17,7 +17,7 @@ from jaxlab.rl.dqn import epsilon_greedy, linear_epsilon, periodic_sync, td_loss
 from jaxlab.rl.networks import HEADS, QNetwork, count_params, param_count
 
 # name -> submodule; these import gymnax / flashbax / envpool (the rl / atari extras), so only when first used.
-_LAZY = {"ENV_IDS": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_env": "envs",
+_LAZY = {"ENV_IDS": "envs", "ENVS": "envs", "GymnaxEnv": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_env": "envs",
          "TimeStep": "replay", "Transition": "replay", "TransitionReplay": "replay", "make_replay": "replay",
          "AtariEnv": "atari", "AtariStep": "atari", "available_games": "atari", "make_atari": "atari",
          "FrameReplay": "replay_frames", "FrameStep": "replay_frames", "StackedTransition": "replay_frames",
