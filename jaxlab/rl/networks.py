@@ -71,9 +71,9 @@ class QNetwork(nn.Module):
   """
 
   num_actions: int
-  encoder: str = "minatar"
+  encoder: str = "auto"
   head: str = "softmoe"
-  tokenizer: str = "per_conv"
+  tokenizer: str = "auto"
   num_experts: int = 8
   expert_hidden: int = 512
   width: int = 512
