@@ -28,7 +28,12 @@ Run::
   python -m jaxlab.main --config=configs/dqn_minatar.py:tiny --workdir=/tmp/dqn_tiny    # seconds
 
 Other games and heads: ``--config.env.name=space_invaders --config.network.head=dense``; several
-seeds in one program: ``--config.runs.seeds=8`` (sharded over the "data" mesh axis).
+seeds in one program: ``--config.runs.seeds=8`` (sharded over the "data" mesh axis). Any gymnax
+environment by its id (``--config.env.name=CartPole-v1``: gymnax's dynamics, default params and
+time limit, no sticky actions) or your own registered in ``jaxlab.rl.envs.ENVS``
+(``configs/examples/own_env.py``); ``network.encoder`` / ``network.tokenizer`` "auto" pick an MLP
+torso with per-feature tokens for vector observations, the MinAtar conv with per-position tokens
+for images.
 """
 
 import ml_collections
@@ -46,10 +51,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                      log_every=2500, eval_every=25_000, checkpoint_every=25_000)
   c.name = "dqn_minatar"
   c.task = "dqn_minatar"
-  c.env = ml_collections.ConfigDict({"name": "breakout", "num_envs": 1, "sticky_action_prob": 0.1})
+  # name: a MinAtar game ("breakout", or "Breakout-MinAtar"), any gymnax id, or one registered in
+  # jaxlab.rl.envs.ENVS. sticky_action_prob None: the environment's convention (MinAtar 0.1, else 0);
+  # max_episode_steps None: the environment's own limit (none in MinAtar but Freeway's 2500).
+  c.env = ml_collections.ConfigDict({"name": "breakout", "num_envs": 1, "sticky_action_prob": None,
+                                     "max_episode_steps": None})
   c.network = ml_collections.ConfigDict({
-      "encoder": "minatar", "head": "softmoe", "tokenizer": "per_conv", "num_experts": 8,
-      "expert_hidden": 128, "width": 128, "width_multiplier": 1,
+      # "auto": the MinAtar conv and per-conv tokens for images, an MLP of mlp_features and
+      # per-feature tokens (each embedding_size wide) for vector observations
+      "encoder": "auto", "head": "softmoe", "tokenizer": "auto", "num_experts": 8,
+      "expert_hidden": 128, "width": 128, "width_multiplier": 1, "mlp_features": (512,), "embedding_size": 64,
       # Top-1 auxiliary-loss weights (jaxlab.rl.dqn.td_loss); 0 = Dopamine's released configs
       "importance_weight": 0.0, "load_balancing_weight": 0.0,
       # Soft MoE implementation (jaxlab.moe.soft_moe): "auto" = the CPU kernel on CPU, the einsum
@@ -82,6 +93,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.steps_per_call, c.log_every, c.eval_every, c.checkpoint_every = 250, 250, 1250, 1250
   if arg == "tiny":
     c.network.num_experts, c.network.expert_hidden, c.network.width = 2, 16, 16
+    c.network.mlp_features = (16,)
     c.dqn.min_replay_history, c.dqn.replay_capacity, c.dqn.epsilon_decay_frames = 64, 512, 400
     c.dqn.target_update_period, c.dqn.eval_envs, c.dqn.eval_steps = 16, 2, 20
     c.steps_per_call = 5

@@ -2,8 +2,9 @@
 
 ``QNetwork`` (MinAtar and Atari value networks with a dense, Soft-MoE or Top-1 MoE head), the
 jitted DQN pieces (``td_loss``, ``epsilon_greedy``, ``linear_epsilon``, ``periodic_sync``), Rainbow's
-distributional target and n-step returns (``c51_target``, ``c51_loss``, ``n_step_returns``), MinAtar
-environments (``make_env``, gymnax) and replay (``make_replay``, flashbax), Atari 2600 games
+distributional target and n-step returns (``c51_target``, ``c51_loss``, ``n_step_returns``), gymnax
+environments (``make_env``: MinAtar as Dopamine runs it, any gymnax id, or your own in ``ENVS``) and
+replay (``make_replay``, flashbax), Atari 2600 games
 (``make_atari``, envpool) and their frame-stacking replay (``make_frame_replay``). Environments
 and replays need the ``rl`` / ``atari`` extras (``pip install jaxlab[rl,atari]``) and are
 imported on first use, so the networks and the loss work without them.
@@ -18,15 +19,15 @@ from jaxlab.rl.networks import HEADS, QNetwork, count_params, param_count
 from jaxlab.rl.rainbow_layers import NoisyDense, RainbowHead, dueling_logits
 
 # name -> submodule; these import gymnax / flashbax / envpool (the rl / atari extras), so only when first used.
-_LAZY = {"ENV_IDS": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_env": "envs",
+_LAZY = {"ENV_IDS": "envs", "ENVS": "envs", "GymnaxEnv": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_env": "envs",
          "TimeStep": "replay", "Transition": "replay", "TransitionReplay": "replay", "make_replay": "replay",
          "AtariEnv": "atari", "AtariStep": "atari", "available_games": "atari", "make_atari": "atari",
          "FrameReplay": "replay_frames", "FrameStep": "replay_frames", "StackedTransition": "replay_frames",
          "make_frame_replay": "replay_frames"}
 
-__all__ = ["HEADS", "ImpalaEncoder", "NoisyDense", "QNetwork", "RainbowHead", "dueling_logits", "c51_loss", "c51_support", "c51_target", "count_params",
-           "epsilon_greedy", "linear_epsilon", "n_step_returns", "param_count", "periodic_sync",
-           "project_distribution", "td_loss", *sorted(_LAZY)]
+__all__ = ["HEADS", "ImpalaEncoder", "NoisyDense", "QNetwork", "RainbowHead", "c51_loss", "c51_support",
+           "c51_target", "count_params", "dueling_logits", "epsilon_greedy", "linear_epsilon", "n_step_returns",
+           "param_count", "periodic_sync", "project_distribution", "td_loss", *sorted(_LAZY)]
 
 
 def __getattr__(name: str) -> object:

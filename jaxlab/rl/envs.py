@@ -1,6 +1,12 @@
-"""Batches of N MinAtar environments (gymnax) as pure, jit-able functions over pytrees.
+"""Batches of N gymnax environments as pure, jit-able functions over pytrees.
 
-MinAtar (Young & Tian, 2019) as Dopamine runs it for its MinAtar DQN configs
+Any gymnax environment by its id (``gymnax.registered_envs``: "CartPole-v1", "Acrobot-v1",
+"Catch-bsuite", ...) or one of your own (registered in :data:`ENVS`, see ``jaxlab.rl.env_names``)
+runs with gymnax's own dynamics, default ``EnvParams`` and time limit
+(``params.max_steps_in_episode``, reported as ``truncated``).
+
+MinAtar games (Young & Tian, 2019), by short name ("breakout", ...) or gymnax id
+("Breakout-MinAtar", ...), run as Dopamine runs them for its MinAtar DQN configs
 (dopamine/labs/environments/minatar/dqn_*.gin, minatar_env.py), which is what the Soft-MoE
 paper's code base (Obando-Ceron et al., ICML 2024) would use:
 
@@ -8,15 +14,21 @@ paper's code base (Obando-Ceron et al., ICML 2024) would use:
 * sticky actions with probability 0.1, MinAtar's own default
   (``minatar.Environment(sticky_action_prob=0.1)``): with that probability the previously
   *executed* action is repeated. Dopamine's extra ``StickyMinAtarEnv`` wrapper (p=0.25) is off in
-  those gin files. gymnax has no sticky actions, so they are implemented here;
+  those gin files. gymnax has no sticky actions, so they are implemented here (any environment
+  can have them: ``sticky_action_prob``; 0 by default outside MinAtar);
 * no episode time limit (``Runner.max_steps_per_episode = 1e8``), except Freeway's built-in
   2500-frame limit, which MinAtar reports as a *terminal* state. gymnax instead truncates
   Breakout/Asterix/Seaquest/SpaceInvaders at 1000 steps by default; ``max_episode_steps`` opts into
   such a limit, reported as ``truncated``.
 
-Observations are ``bool [N, 10, 10, C]`` (one byte per cell; C = 4 Breakout/Asterix, 6 Space
-Invaders, 7 Freeway, 10 Seaquest). gymnax yields 0/1 float32; a bool keeps the replay buffer 4x
-smaller; networks cast with ``obs.astype(jnp.float32)``.
+Observations (``obs_shape``, ``obs_dtype``): MinAtar's are ``bool [N, 10, 10, C]`` (one byte per
+cell; C = 4 Breakout/Asterix, 6 Space Invaders, 7 Freeway, 10 Seaquest): gymnax yields 0/1
+float32; a bool keeps the replay buffer 4x smaller. Elsewhere a vector ``[F]`` stays a vector, a
+2-D grid ``[H, W]`` (Catch, DeepSea) becomes an image of one channel ``[H, W, 1]``, an image
+``[H, W, C]`` stays one, and a scalar becomes ``[1]``, or, from a ``Discrete(n)`` observation
+space (FrozenLake), a one-hot vector ``[n]``. Bool observations stay bool; integer and float ones
+become float32 (not rescaled). Networks cast with ``obs.astype(jnp.float32)``. Any other shape, or
+a pytree of observations, is refused in one line.
 
 The environment object is static configuration (hashable, closed over by jit); all state is in
 :class:`VecEnvState`, a pytree of arrays with leading axis N.
@@ -25,26 +37,21 @@ The environment object is static configuration (hashable, closed over by jit); a
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, NamedTuple
 
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.errors import InputError, check, check_bool, check_int, check_range, is_int
+from jaxlab.rl.env_names import ENV_IDS, ENVS, EnvSpec, resolve  # noqa: F401 (ENV_IDS, ENVS: re-exported)
 
-#: MinAtar games, short name (``config.env``) -> gymnax id.
-ENV_IDS = {
-    "asterix": "Asterix-MinAtar",
-    "breakout": "Breakout-MinAtar",
-    "freeway": "Freeway-MinAtar",
-    "seaquest": "Seaquest-MinAtar",
-    "space_invaders": "SpaceInvaders-MinAtar",
-}
 MINATAR_STICKY_ACTION_PROB = 0.1  # minatar.Environment default, kept by Dopamine's gin files.
 FREEWAY_TIME_LIMIT = 2500         # minatar/environments/freeway.py `time_limit` (a terminal state).
 _NO_LIMIT = 2**30                 # gymnax needs some max_steps_in_episode; never reached.
+# How the observations of one environment become what the network sees (see the module doc).
+_LAYOUTS = ("as_is", "add_channel", "scalar", "one_hot")
 
 
 class EpisodeStats(NamedTuple):
@@ -66,38 +73,50 @@ class VecEnvState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class MinAtarEnv:
-  """N copies of one MinAtar game; ``reset``/``step`` are pure and jit/vmap/scan-able."""
+class GymnaxEnv:
+  """N copies of one gymnax environment; ``reset``/``step`` are pure and jit/vmap/scan-able.
+
+  Built by :func:`make_env`. ``terminal_limit``: a step count at which the game itself ends its
+  episodes as a terminal state (Freeway's 2500), else None. ``obs_layout`` / ``obs_dtype`` /
+  ``one_hot_size`` say how gymnax's observations become ``obs_shape`` (see the module doc).
+  """
 
   name: str
   gymnax_env: Any = dataclasses.field(repr=False)
   gymnax_params: Any = dataclasses.field(repr=False)
   sticky_action_prob: float
   max_episode_steps: int | None
-
-  @property
-  def num_actions(self) -> int:
-    return int(self.gymnax_env.num_actions)
+  terminal_limit: int | None = None
+  obs_layout: str = "as_is"
+  obs_dtype: str = "bool"
+  one_hot_size: int = 0
+  obs_shape: tuple[int, ...] = ()  # one observation's shape, as the network sees it
+  num_actions: int = 0
 
   @property
   def episode_length(self) -> int | None:
     """The length every episode has where the game fixes it (2500 in Freeway), else None."""
-    return FREEWAY_TIME_LIMIT if self.name == "freeway" else None
+    return self.terminal_limit
 
-  @property
-  def obs_shape(self) -> tuple[int, int, int]:
-    """Shape of one observation, [10, 10, C]."""
-    return tuple(self.gymnax_env.obs_shape)
+  def _observation(self, obs: jax.Array) -> jax.Array:
+    """gymnax's batched observations [N, ...] as ``[N, *obs_shape]`` of ``obs_dtype``."""
+    if self.obs_layout == "one_hot":
+      return jax.nn.one_hot(obs, self.one_hot_size, dtype=self.obs_dtype)
+    if self.obs_layout == "add_channel":
+      obs = obs[..., None]
+    elif self.obs_layout == "scalar":
+      obs = obs[:, None]
+    return obs.astype(self.obs_dtype)
 
   def reset(self, rng: jax.Array, n: int) -> tuple[VecEnvState, jax.Array]:
-    """Starts ``n`` episodes. Returns the state and ``obs: bool [n, 10, 10, C]``."""
+    """Starts ``n`` episodes. Returns the state and ``obs [n, *obs_shape]`` (``obs_dtype``)."""
     check_int(n, "number of environments n")
     obs, env_state = jax.vmap(self.gymnax_env.reset, in_axes=(0, None))(
         jax.random.split(rng, n), self.gymnax_params)
     # One array per leaf: a jitted step that donates the state cannot donate a buffer twice.
     zf, zi = (lambda: jnp.zeros([n], jnp.float32)), (lambda: jnp.zeros([n], jnp.int32))
     stats = EpisodeStats(zf(), zi(), zf(), zi(), zi())
-    return VecEnvState(env_state, zi(), stats), obs.astype(jnp.bool_)
+    return VecEnvState(env_state, zi(), stats), self._observation(obs)
 
   def step(self, state: VecEnvState, actions: jax.Array, rng: jax.Array
            ) -> tuple[VecEnvState, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]:
@@ -113,7 +132,7 @@ class MinAtarEnv:
       rng: one key; split per environment here.
 
     Returns:
-      ``(state, obs, reward, done, info)``: ``obs`` bool [N, 10, 10, C] is the first observation
+      ``(state, obs, reward, done, info)``: ``obs [N, *obs_shape]`` is the first observation
       of the new episode where ``done``; ``reward`` float32 [N]; ``done`` bool [N] =
       terminated | truncated; ``info`` has ``terminated``, ``truncated`` (bool [N]) and
       ``discount`` (float32 [N], 0 only where terminated: truncation still bootstraps).
@@ -130,8 +149,9 @@ class MinAtarEnv:
         jax.random.split(k_env, n), state.env_state, actions, self.gymnax_params)
     length = state.stats.episode_length + 1
     obs, env_state, reward, terminated, truncated = split_step_output(out, length, self.gymnax_params)
-    if self.name == "freeway":  # gymnax truncates at 2500; MinAtar calls it a terminal state.
-      at_limit = length >= FREEWAY_TIME_LIMIT
+    terminated, truncated = jnp.asarray(terminated).astype(jnp.bool_), jnp.asarray(truncated).astype(jnp.bool_)
+    if self.terminal_limit is not None:  # Freeway: gymnax truncates at 2500; MinAtar calls it a terminal state.
+      at_limit = length >= self.terminal_limit
       terminated = terminated | at_limit
       truncated = truncated & ~at_limit
     done = terminated | truncated
@@ -139,7 +159,7 @@ class MinAtarEnv:
     stats = _update_stats(state.stats, reward, length, done)
     info = dict(terminated=terminated, truncated=truncated,
                 discount=1.0 - terminated.astype(jnp.float32))
-    return VecEnvState(env_state, actions, stats), obs.astype(jnp.bool_), reward, done, info
+    return VecEnvState(env_state, actions, stats), self._observation(obs), reward, done, info
 
   def _checked_actions(self, actions: Any, n: int) -> jax.Array:
     """``actions`` as an integer array [n]; dtype and shape are static, so checked at trace time."""
@@ -156,6 +176,10 @@ class MinAtarEnv:
             f"actions in [{low}, {high}]; must be in [0, {self.num_actions}) ({self.name} has "
             f"{self.num_actions} actions)")
     return jnp.asarray(actions)
+
+
+#: The former name of :class:`GymnaxEnv` (it ran MinAtar games only).
+MinAtarEnv = GymnaxEnv
 
 
 def split_step_output(out: tuple, length: jax.Array, params: Any
@@ -198,28 +222,94 @@ def _update_stats(stats: EpisodeStats, reward: jax.Array, length: jax.Array,
       completed=stats.completed + done.astype(jnp.int32))
 
 
-def make_env(name: str, *, sticky_action_prob: float = MINATAR_STICKY_ACTION_PROB,
-             full_action_set: bool = True, max_episode_steps: int | None = None) -> MinAtarEnv:
-  """A MinAtar game by short name, set up as Dopamine's MinAtar DQN runs it (see module doc).
+def make_env(name: str, *, sticky_action_prob: float | None = None, full_action_set: bool = True,
+             max_episode_steps: int | None = None, where: str = "") -> GymnaxEnv:
+  """A gymnax environment by name: a MinAtar game (set up as Dopamine's MinAtar DQN runs it), any
+  gymnax id, or one registered in :data:`ENVS` (see the module doc).
 
   Args:
-    name: one of ``ENV_IDS`` ("asterix", "breakout", "freeway", "seaquest", "space_invaders").
-    sticky_action_prob: probability of repeating the previous executed action (MinAtar: 0.1).
-    full_action_set: 6 actions as in MinAtar/Dopamine; False gives gymnax's minimal set.
-    max_episode_steps: optional time limit, reported as ``truncated`` (None: no limit).
+    name: a MinAtar game, ``ENV_IDS``' short name ("breakout", ...) or gymnax id
+      ("Breakout-MinAtar", ...); any other id of ``gymnax.registered_envs`` ("CartPole-v1", ...);
+      or a name registered in :data:`ENVS`.
+    sticky_action_prob: probability of repeating the previous executed action; None: the
+      environment's convention (MinAtar's 0.1, else 0).
+    full_action_set: MinAtar: 6 actions as in MinAtar/Dopamine; False gives gymnax's minimal set.
+      Other environments have one action set (False is refused).
+    max_episode_steps: a time limit, reported as ``truncated``. None: MinAtar has none (but
+      Freeway's own 2500 steps), other environments keep their ``params.max_steps_in_episode``.
+    where: the config key ``name`` came from, for messages (e.g. ``" (env.name)"``).
+
+  Raises:
+    InputError: an unknown name (the valid ones and the closest matches), a bad option, an
+      environment whose actions are not discrete or whose observations have a shape the value
+      networks do not take; one line each.
   """
-  if not isinstance(name, str) or name not in ENV_IDS:
-    raise InputError(f"unknown MinAtar environment {name!r}; valid: {', '.join(sorted(ENV_IDS))}")
-  check_range(sticky_action_prob, "sticky_action_prob", 0, 1, high_open=True)
+  if sticky_action_prob is not None:
+    check_range(sticky_action_prob, "sticky_action_prob", 0, 1, high_open=True)
   check_bool(full_action_set, "full_action_set")
   check(max_episode_steps is None or (is_int(max_episode_steps) and 1 <= max_episode_steps <= _NO_LIMIT),
         f"max_episode_steps={max_episode_steps!r}; must be None or an int in [1, 2**30]")
-  env, params = gymnax.make(ENV_IDS[name], use_minimal_action_set=not full_action_set)
-  limit = _NO_LIMIT if max_episode_steps is None else max_episode_steps
-  if name == "freeway":
-    limit = min(limit, FREEWAY_TIME_LIMIT)
-  params = params.replace(max_steps_in_episode=limit)
-  return MinAtarEnv(name=name, gymnax_env=env, gymnax_params=params,
-                    sticky_action_prob=float(sticky_action_prob),
-                    max_episode_steps=max_episode_steps)
+  spec = resolve(name, where, full_action_set=full_action_set)
+  check(spec.minatar or full_action_set,
+        f"full_action_set=False{where and ' (env.full_action_set)'} for {spec.name!r}: only MinAtar games have a "
+        "minimal action set")
+  if spec.minatar:
+    return _minatar(spec, MINATAR_STICKY_ACTION_PROB if sticky_action_prob is None else sticky_action_prob,
+                    max_episode_steps)
+  params = spec.params
+  if max_episode_steps is not None:
+    check(hasattr(params, "max_steps_in_episode") and hasattr(params, "replace"),
+          f"max_episode_steps={max_episode_steps} for {spec.name!r}{where}: its params have no "
+          "max_steps_in_episode to set")
+    params = params.replace(max_steps_in_episode=max_episode_steps)
+  layout, dtype, size, shape = _observation_format(spec, params, where)
+  return GymnaxEnv(name=spec.name, gymnax_env=spec.env, gymnax_params=params,
+                   sticky_action_prob=float(sticky_action_prob or 0.0), max_episode_steps=max_episode_steps,
+                   obs_layout=layout, obs_dtype=dtype, one_hot_size=size, obs_shape=shape,
+                   num_actions=_discrete_actions(spec, params, where))
 
+
+def _minatar(spec: EnvSpec, sticky_action_prob: float, max_episode_steps: int | None) -> GymnaxEnv:
+  """A MinAtar game with Dopamine's conventions: bool observations, no time limit but Freeway's."""
+  limit = _NO_LIMIT if max_episode_steps is None else max_episode_steps
+  freeway = spec.name == "freeway"
+  if freeway:
+    limit = min(limit, FREEWAY_TIME_LIMIT)
+  params = spec.params.replace(max_steps_in_episode=limit)
+  return GymnaxEnv(name=spec.name, gymnax_env=spec.env, gymnax_params=params,
+                   sticky_action_prob=float(sticky_action_prob), max_episode_steps=max_episode_steps,
+                   terminal_limit=FREEWAY_TIME_LIMIT if freeway else None, obs_layout="as_is", obs_dtype="bool",
+                   obs_shape=tuple(spec.env.obs_shape), num_actions=int(spec.env.num_actions))
+
+
+def _discrete_actions(spec: EnvSpec, params: Any, where: str) -> int:
+  """The number of actions of a ``Discrete`` action space; any other space is one line."""
+  space = spec.env.action_space(params)
+  n = getattr(space, "n", None)
+  check(type(space).__name__ == "Discrete" and is_int(n) and n >= 1,
+        f"environment {spec.name!r}{where} has a {type(space).__name__} action space; DQN needs discrete actions "
+        "(a gymnax spaces.Discrete)")
+  return int(n)
+
+
+def _observation_format(spec: EnvSpec, params: Any, where: str) -> tuple[str, str, int, tuple[int, ...]]:
+  """``(layout, dtype, one_hot_size, obs_shape)`` from one traced reset (no environment is run)."""
+  obs = jax.eval_shape(spec.env.reset, jax.random.key(0), params)[0]
+  what = f"environment {spec.name!r}{where}"
+  if not isinstance(obs, jax.ShapeDtypeStruct):
+    raise InputError(f"{what} observes a {type(obs).__name__} of arrays; the value networks take one array: "
+                     "a vector [F], a grid [H, W] or an image [H, W, C]")
+  dtype = "bool" if obs.dtype == jnp.bool_ else "float32"
+  shape = tuple(obs.shape)
+  if not shape:
+    space = spec.env.observation_space(params)
+    n = getattr(space, "n", None)
+    if type(space).__name__ == "Discrete" and is_int(n) and jnp.issubdtype(obs.dtype, jnp.integer):
+      return "one_hot", "float32", int(n), (int(n),)
+    return "scalar", dtype, 0, (1,)
+  check(len(shape) <= 3 and math.prod(shape) >= 1,
+        f"{what} has observations of shape {shape}; the value networks take a vector [F], a grid [H, W] "
+        "(as one channel) or an image [H, W, C]")
+  if len(shape) == 2:
+    return "add_channel", dtype, 0, (*shape, 1)
+  return "as_is", dtype, 0, shape

@@ -35,14 +35,19 @@ _INIT = nn.initializers.xavier_uniform()
 
 
 class QNetwork(nn.Module):
-  """Q-values [b, num_actions] and a stats dict from observations [b, H, W, C].
+  """Q-values [b, num_actions] and a stats dict from observations [b, H, W, C] or vectors [b, F].
 
   Attributes:
     num_actions: size of the Q head.
-    encoder: "minatar" (10x10xC grids), "nature" or "impala" (84x84x4 frames).
+    encoder: "minatar" (one 3x3 conv, for 10x10xC grids and other small images), "nature" or
+      "impala" (84x84x4 frames), "mlp" (``mlp_features`` Dense + ReLU layers on flattened
+      observations) or "auto": "mlp" for vector observations [b, F], "minatar" for images.
     head: "dense", "softmoe" or "top1": the penultimate layer; "none": no penultimate layer
       (Dopamine's MinAtar network, conv -> Q).
-    tokenizer: "per_conv", "per_feat" or "per_patch" (MoE heads only).
+    tokenizer: "per_conv", "per_feat" or "per_patch" (MoE heads only) for image features;
+      vector features (the "mlp" encoder's) take "per_feat", one token per feature, each scalar
+      embedded to ``embedding_size`` (:class:`~jaxlab.rl.networks_tokens.PerFeatureEmbedding`);
+      "auto": "per_conv" for image features, "per_feat" for vectors.
     num_experts: experts of the MoE head.
     expert_hidden: hidden width of each expert (dopamine ``expert_hidden_units``, 512).
     width: hidden width of the dense head (dopamine uses ``expert_hidden_units`` too).
@@ -54,7 +59,10 @@ class QNetwork(nn.Module):
     moe_impl: Soft MoE implementation, ``"auto"`` (the CPU kernel on CPU, the einsum form on
       GPU/TPU, chosen when the program is lowered), ``"cpu_kernel"`` or ``"einsum"``.
     patch_size: the "per_patch" tokenizer's patch size.
-    embedding_size: the "per_patch" tokenizer's embedding size.
+    embedding_size: the "per_patch" tokenizer's embedding size, and the token width of
+      "per_feat" on vector features.
+    mlp_features: the "mlp" encoder's hidden widths (dopamine's ``ClassicControlDQNNetwork``
+      has 512 units before its penultimate layer).
     importance_weight: weight of the Top-1 head's importance loss in the TD loss
       (:func:`~jaxlab.rl.td_loss`'s ``aux_weights``, set by the ``dqn_minatar`` task). The
       module only returns the losses in its stats; the weights live here so that a network
@@ -63,9 +71,9 @@ class QNetwork(nn.Module):
   """
 
   num_actions: int
-  encoder: str = "minatar"
+  encoder: str = "auto"
   head: str = "softmoe"
-  tokenizer: str = "per_conv"
+  tokenizer: str = "auto"
   num_experts: int = 8
   expert_hidden: int = 512
   width: int = 512
@@ -76,6 +84,7 @@ class QNetwork(nn.Module):
   moe_impl: str = "auto"
   patch_size: Sequence[int] = (3, 3)
   embedding_size: int = 64
+  mlp_features: Sequence[int] = (512,)
   importance_weight: float = 0.0
   load_balancing_weight: float = 0.0
 
@@ -88,12 +97,17 @@ class QNetwork(nn.Module):
     """
     check_int(self.num_actions, "QNetwork.num_actions")
     check(self.head in HEADS, f"QNetwork.head={self.head!r}; choose one of {HEADS}")
+    check(self.encoder in encoders.ENCODERS, f"QNetwork.encoder={self.encoder!r}; choose one of {encoders.ENCODERS}")
     check(self.tokenizer in tokens.TOKENIZERS,
           f"QNetwork.tokenizer={self.tokenizer!r}; choose one of {tokens.TOKENIZERS}")
     check_int(self.width, "QNetwork.width", meaning="hidden width of the dense head")
     check_int(self.width_multiplier, "QNetwork.width_multiplier", meaning="dense head width = width * multiplier")
     moe_modules.check_moe_settings("QNetwork", self.num_experts, self.expert_hidden, self.capacity_factor)
     tokens.check_patch_settings("QNetwork", self.embedding_size, self.patch_size)
+    ok = (isinstance(self.mlp_features, (tuple, list)) and len(self.mlp_features) >= 1
+          and all(isinstance(f, int) and not isinstance(f, bool) and f >= 1 for f in self.mlp_features))
+    check(ok, f"QNetwork.mlp_features={self.mlp_features!r}; must be a non-empty tuple of ints >= 1 "
+          "(the MLP encoder's hidden widths)")
     check_bool(self.normalize, "QNetwork.normalize")
     check_bool(self.single_exponential, "QNetwork.single_exponential")
     check_impl(self.moe_impl, self.single_exponential, "QNetwork.moe_impl", "QNetwork.single_exponential")
@@ -104,9 +118,17 @@ class QNetwork(nn.Module):
   @nn.compact
   def __call__(self, obs: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
     self.check_config()
-    check(obs.ndim == 4 and min(obs.shape[1:]) >= 1,
-          f"observations have shape {obs.shape}; need [batch, H, W, C] with H, W, C >= 1")
-    features = encoders.make_encoder(self.encoder)(obs)
+    if obs.ndim == 2:
+      check(obs.shape[1] >= 1, f"observations have shape {obs.shape}; need [batch, F] with F >= 1")
+    else:
+      check(obs.ndim == 4 and min(obs.shape[1:]) >= 1,
+            f"observations have shape {obs.shape}; need [batch, H, W, C] with H, W, C >= 1 (images) or "
+            "[batch, F] (vectors)")
+    encoder = encoders.resolve_encoder(self.encoder, obs.ndim)
+    check(obs.ndim == 4 or encoder == "mlp",
+          f"QNetwork.encoder={self.encoder!r} needs images [batch, H, W, C]; vector observations {obs.shape} "
+          "take encoder='mlp' (or 'auto')")
+    features = encoders.make_encoder(encoder, tuple(self.mlp_features))(obs)
     b = features.shape[0]
     if self.head == "none":  # Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer
       return nn.Dense(self.num_actions, kernel_init=_INIT)(features.reshape(b, -1)), {}
@@ -115,9 +137,17 @@ class QNetwork(nn.Module):
           features.reshape(b, -1)))
       stats: dict[str, Any] = {}
     else:
-      if self.tokenizer == "per_conv":
+      tokenizer = self.tokenizer
+      if tokenizer == "auto":
+        tokenizer = "per_feat" if features.ndim == 2 else "per_conv"
+      if features.ndim == 2:  # vector features: one token per feature, each embedded
+        check(tokenizer == "per_feat",
+              f"QNetwork.tokenizer={self.tokenizer!r} needs image features; the {encoder!r} encoder's vector "
+              "features take tokenizer='per_feat' (or 'auto'): one token per feature")
+        x = tokens.PerFeatureEmbedding(self.embedding_size, name="embedding")(features)
+      elif tokenizer == "per_conv":
         x = tokens.per_conv(features)
-      elif self.tokenizer == "per_feat":
+      elif tokenizer == "per_feat":
         x = tokens.per_feat(features)
       else:
         x = tokens.PerPatch(self.embedding_size, tuple(self.patch_size))(features)
@@ -138,7 +168,7 @@ def count_params(tree: Any) -> int:
 
 
 def param_count(obs_shape: Sequence[int], **network_kwargs) -> int:
-  """Parameters of ``QNetwork(**network_kwargs)`` for observations of ``obs_shape`` [H, W, C]
+  """Parameters of ``QNetwork(**network_kwargs)`` for observations of ``obs_shape`` [H, W, C] or [F]
   (shape-only: nothing is allocated)."""
   net = QNetwork(**network_kwargs)
   shapes = jax.eval_shape(net.init, jax.random.key(0), jnp.zeros((1, *obs_shape), jnp.float32))

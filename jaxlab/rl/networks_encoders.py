@@ -1,4 +1,4 @@
-"""Convolutional encoders for value networks: observation [b, H, W, C] -> features [b, h, w, c].
+"""Encoders for value networks: images [b, H, W, C] -> features [b, h, w, c]; vectors [b, F] -> [b, F'].
 
 * MinAtar (Young & Tian 2019): one Conv(16, 3x3, stride 1, SAME) + ReLU, as dopamine's
   ``labs/environments/minatar/minatar_env.MinatarDQNNetwork`` (10x10xC -> 10x10x16).
@@ -6,6 +6,10 @@
   with ReLUs, SAME padding as in dopamine's ``NatureDQNMoE`` (84x84x4 -> 11x11x64).
 * IMPALA (Espeholt et al., ICML 2018): three residual stacks, 84x84x4 -> 11x11x32
   (:mod:`jaxlab.rl.impala_encoder`, Dopamine's ``ImpalaEncoder``).
+
+* MLP, for vector observations: Dense + ReLU layers, as the first layers of dopamine's
+  ``ClassicControlDQNNetwork`` (dopamine/jax/networks.py: 2 x Dense(512) + ReLU, then Q); the
+  value network's penultimate layer (dense or MoE) is that network's second layer.
 
 Kernels are Glorot-uniform (dopamine's ``xavier_uniform``), biases zero.
 """
@@ -21,7 +25,8 @@ import jax.numpy as jnp
 from jaxlab.errors import check, check_int
 
 _INIT = nn.initializers.xavier_uniform()
-ENCODERS = ("minatar", "nature", "impala")
+#: Encoder names; ``"auto"`` is "mlp" for vector observations [b, F] and "minatar" for images.
+ENCODERS = ("auto", "minatar", "nature", "impala", "mlp")
 NATURE_LAYERS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # (features, kernel, stride), Mnih et al. 2015
 
 
@@ -158,9 +163,35 @@ class NatureEncoder(nn.Module):
     return x
 
 
-def make_encoder(name: str) -> nn.Module:
-  """The encoder module registered as ``name`` (one of ``ENCODERS``)."""
+class MLPEncoder(nn.Module):
+  """Dense(f) + ReLU for each ``f`` of ``features`` on flattened observations [b, ...] -> [b, features[-1]].
+
+  Boolean / integer observations are cast to float32 (float input keeps its dtype), not rescaled.
+  """
+
+  features: tuple[int, ...] = (512,)
+
+  @nn.compact
+  def __call__(self, obs: jax.Array) -> jax.Array:
+    x = _as_float(obs).reshape(obs.shape[0], -1)
+    for f in self.features:
+      x = nn.relu(nn.Dense(f, kernel_init=_INIT)(x))
+    return x
+
+
+def resolve_encoder(name: str, obs_ndim: int) -> str:
+  """``name`` with "auto" resolved for observations of rank ``obs_ndim`` (batch included)."""
   check(name in ENCODERS, f"encoder={name!r}; choose one of {ENCODERS}")
+  if name == "auto":
+    return "mlp" if obs_ndim == 2 else "minatar"
+  return name
+
+
+def make_encoder(name: str, mlp_features: tuple[int, ...] = (512,)) -> nn.Module:
+  """The encoder module registered as ``name`` (one of ``ENCODERS`` but "auto"; see :func:`resolve_encoder`)."""
+  check(name in ENCODERS and name != "auto", f"encoder={name!r}; choose one of {ENCODERS[1:]}")
+  if name == "mlp":
+    return MLPEncoder(tuple(mlp_features))
   if name == "impala":
     from jaxlab.rl.impala_encoder import ImpalaEncoder  # noqa: PLC0415 - it builds on this module
     return ImpalaEncoder()

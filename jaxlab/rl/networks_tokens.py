@@ -7,6 +7,17 @@ Obando-Ceron et al., ICML 2024, Sec. 4 (Fig. 4) and Sokar et al., "Don't flatten
 * ``per_feat`` (PER_FEATUREMAP): c tokens of dim h*w, one per feature map.
 * ``per_patch`` (PER_PATCH): a Conv(embedding_size, patch, stride=patch, VALID) patch embedding,
   then one token per patch (dopamine names the conv ``embedding``).
+
+Vector features [b, F] (an MLP torso's output) have no positions, so the one tokenization is
+``per_feat``: each feature is a token, as each feature map is one under PER_FEATUREMAP (a vector
+is a 1x1xF map: PER_FEATUREMAP gives F tokens of dim 1, PER_PIXEL one token of all F, which
+gives a Soft MoE nothing to route). A token of dim 1 makes every router logit a multiple of the
+same scalar, so each scalar is first embedded by its own affine map,
+``token_j = h_j W_j + b_j`` (:class:`PerFeatureEmbedding`; the numerical-feature tokenizer of
+Gorishniy et al., "Revisiting Deep Learning Models for Tabular Data", NeurIPS 2021, Sec. 3.3),
+the vector analogue of per_patch's learned embedding. Dopamine's labs/moes names a
+``ClassicControlMoE`` in its CartPole / Acrobot / MountainCar gin files but ships no such class,
+so there is no upstream tokenization of vectors to follow.
 """
 
 from __future__ import annotations
@@ -19,7 +30,8 @@ import jax.numpy as jnp
 
 from jaxlab.errors import check, check_int, is_int
 
-TOKENIZERS = ("per_conv", "per_feat", "per_patch")
+#: Tokenizer names; ``"auto"`` is "per_conv" for image features [b, h, w, c] and "per_feat" for vectors [b, F].
+TOKENIZERS = ("auto", "per_conv", "per_feat", "per_patch")
 
 
 def per_conv(features: jax.Array) -> jax.Array:
@@ -57,3 +69,22 @@ class PerPatch(nn.Module):
     x = nn.Conv(self.embedding_size, (ph, pw), strides=(ph, pw), padding="VALID",
                 name="embedding")(features)
     return per_conv(x)
+
+
+class PerFeatureEmbedding(nn.Module):
+  """Vector features [b, F] -> tokens [b, F, embedding_size]: ``token_j = h_j * kernel[j] + bias[j]``.
+
+  Both parameters ``[F, embedding_size]`` are initialised U(-1/sqrt(d), 1/sqrt(d)), d =
+  ``embedding_size``, as the numerical-feature tokenizer of Gorishniy et al. (NeurIPS 2021).
+  """
+
+  embedding_size: int = 64
+
+  @nn.compact
+  def __call__(self, features: jax.Array) -> jax.Array:
+    check_int(self.embedding_size, "PerFeatureEmbedding.embedding_size", meaning="width of each per-feature token")
+    bound = self.embedding_size ** -0.5
+    init = lambda key, shape: jax.random.uniform(key, shape, jnp.float32, -bound, bound)
+    kernel = self.param("kernel", init, (features.shape[-1], self.embedding_size))
+    bias = self.param("bias", init, (features.shape[-1], self.embedding_size))
+    return features[..., None] * kernel.astype(features.dtype) + bias.astype(features.dtype)

@@ -1,4 +1,5 @@
-"""DQN with (Soft-)MoE value networks on MinAtar, fully on the device, through the shared step.
+"""DQN with (Soft-)MoE value networks on MinAtar or any gymnax environment, fully on the device,
+through the shared step.
 
 Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL", ICML 2024. Each
 train step is one DQN update: the step's ``collect`` acts in ``env.num_envs`` gymnax environments
@@ -18,6 +19,11 @@ those of the acting forward passes, i.e. of the observations the agent acts on, 
 logged steps; the TD loss does not recompute them over its replay batch (on XLA:CPU that cost ~18%
 of a Soft-MoE update; docs/methods/soft_moe_rl.md, "Profile of one jitted call"). A Top-1 head's auxiliary
 losses are logged from the loss, which uses them.
+
+``env.name`` is a MinAtar game (Dopamine's conventions), any gymnax id ("CartPole-v1", ...) or an
+environment registered in ``jaxlab.rl.envs.ENVS`` (e.g. by a config file): see
+:func:`jaxlab.rl.make_env`. Vector observations get an MLP torso and per-feature tokens, images
+the conv encoder and per-position tokens (``network.encoder`` / ``network.tokenizer`` "auto").
 
 Bad input: every ``env.*`` / ``dqn.*`` key the task reads is checked when the task is built, before
 anything is initialised or compiled, each failure one line naming the key. Actions are produced
@@ -39,7 +45,7 @@ from jaxlab import errors
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.dqn_config import MAX_FRAMES, check_count, check_dqn_settings, q_network_from_config
-from jaxlab.rl.envs import ENV_IDS, make_env
+from jaxlab.rl.envs import make_env
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
 from jaxlab.rl.replay import TimeStep, make_replay
 from jaxlab.train.context import TaskContext
@@ -50,7 +56,7 @@ from jaxlab.train.task import TASKS, Inference, Task
 
 class DataState(NamedTuple):
   env: Any               # VecEnvState of num_envs environments
-  obs: jax.Array         # bool [num_envs, 10, 10, C]: the observations to act on
+  obs: jax.Array         # [num_envs, *obs_shape]: the observations to act on (bool for MinAtar)
   replay: Any            # flashbax buffer state
   returns: jax.Array     # float32 [RETURN_WINDOW]: a ring of completed-episode returns
   episodes: jax.Array    # int32 []: completed episodes so far
@@ -62,11 +68,14 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   Relations that need the environment or the replay layout are checked in :func:`dqn_minatar`.
   """
   e, d = config.env, config.dqn
-  check(isinstance(e.name, str) and e.name in ENV_IDS,
-        f"unknown MinAtar environment {e.name!r} (env.name); valid: {', '.join(sorted(ENV_IDS))}")
   p = e.sticky_action_prob
-  check(errors.is_real(p) and 0.0 <= p < 1.0,
-        f"env.sticky_action_prob={p!r}; must be a number in [0, 1) (MinAtar: 0.1)")
+  check(p is None or (errors.is_real(p) and 0.0 <= p < 1.0),
+        f"env.sticky_action_prob={p!r}; must be a number in [0, 1) (MinAtar: 0.1) or None (the environment's "
+        "convention: 0.1 in MinAtar, else 0)")
+  limit = e.get("max_episode_steps")
+  check(limit is None or (errors.is_int(limit) and 1 <= limit <= 2**30),
+        f"env.max_episode_steps={limit!r}; must be None (the environment's own limit; none in MinAtar) or an int "
+        "in [1, 2**30]")
   errors.check_int(e.num_envs, "env.num_envs", 1)
   check(errors.is_int(d.update_period) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} environment frames per update; must be an int >= 1 "
@@ -85,7 +94,7 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   """The task of ``configs/dqn_minatar.py`` (see there for every key), with its
   :class:`~jaxlab.train.task.Inference` (the same network and environment).
 
-  Inference functions, each ``fn(params, ...)``: ``q_values(params, obs [N, 10, 10, C])``
+  Inference functions, each ``fn(params, ...)``: ``q_values(params, obs [N, *obs_shape])``
   (``[N, actions]``), ``greedy_policy(params, obs)`` (``int32 [N]`` actions, argmax Q) and
   ``play(params, rng, num_envs=dqn.eval_envs, max_steps=dqn.eval_steps, epsilon=0.0)``: each of
   ``num_envs`` fresh environments plays one episode, epsilon-greedy (0: greedy), as the task's
@@ -95,7 +104,8 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   del ctx  # the environments live in the train state: nothing depends on the mesh or the runs
   _check_config(config)
   e, d = config.env, config.dqn
-  env = make_env(e.name, sticky_action_prob=e.sticky_action_prob)
+  env = make_env(e.name, sticky_action_prob=e.sticky_action_prob, max_episode_steps=e.get("max_episode_steps"),
+                 where=" (env.name)")
   n_envs = e.num_envs
   if d.update_period % n_envs:
     divisors = [k for k in range(1, d.update_period + 1) if d.update_period % k == 0]
