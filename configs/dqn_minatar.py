@@ -33,7 +33,9 @@ environment by its id (``--config.env.name=CartPole-v1``: gymnax's dynamics, def
 time limit, no sticky actions) or your own registered in ``jaxlab.rl.envs.ENVS``
 (``configs/examples/own_env.py``); ``network.encoder`` / ``network.tokenizer`` "auto" pick an MLP
 torso with per-feature tokens for vector observations, the MinAtar conv with per-position tokens
-for images.
+for images. Rainbow's pieces are options of the same agent (docs/methods/soft_moe_rl.md, "Rainbow's
+pieces and the IMPALA encoder"): ``--config.network.num_atoms=51 --config.dqn.update_horizon=3
+--config.network.dueling=True --config.network.noisy=True --config.dqn.double_dqn=True``.
 """
 
 import ml_collections
@@ -65,7 +67,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "importance_weight": 0.0, "load_balancing_weight": 0.0,
       # Soft MoE implementation (jaxlab.moe.soft_moe): "auto" = the CPU kernel on CPU, the einsum
       # form on GPU/TPU, chosen when the step is lowered; "cpu_kernel" / "einsum" force one
-      "moe_impl": "auto"})
+      "moe_impl": "auto",
+      # Rainbow's head (jaxlab.rl.networks.QNetwork): num_atoms 1 = scalar Q (DQN), > 1 = C51 on
+      # dqn.vmin..dqn.vmax (Dopamine's Rainbow: 51); dueling streams; noisy linear layers
+      "num_atoms": 1, "dueling": False, "noisy": False})
   c.dqn = ml_collections.ConfigDict({
       "gamma": 0.99,
       "update_period": 4,               # environment frames (all envs together) per update
@@ -77,6 +82,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "double_dqn": False,
       "loss": "mse",                    # Dopamine's mse_loss, err**2
       "clip_rewards": True,             # Dopamine's Runner.clip_rewards: learn from clip(r, -1, 1)
+      "update_horizon": 1,              # n of n-step returns (Dopamine's Rainbow: 3)
+      "vmax": 10.0, "vmin": None,       # C51's support (network.num_atoms > 1); vmin None = -vmax
       # Evaluation (Dopamine's MinAtar TrainRunner has none): one whole episode per env, capped
       # at eval_steps steps per env (27000: Dopamine's default Runner.max_steps_per_episode);
       # 0 = no evaluation.

@@ -12,7 +12,8 @@ imported on first use, so the networks and the loss work without them.
 
 import importlib as _importlib
 
-from jaxlab.rl.distributional import c51_loss, c51_support, c51_target, n_step_returns, project_distribution
+from jaxlab.rl.distributional import (c51_loss, c51_support, c51_target, expected_q, n_step_returns,
+                                     project_distribution)
 from jaxlab.rl.dqn import epsilon_greedy, linear_epsilon, periodic_sync, td_loss
 from jaxlab.rl.impala_encoder import ImpalaEncoder
 from jaxlab.rl.networks import HEADS, QNetwork, count_params, param_count
@@ -21,12 +22,13 @@ from jaxlab.rl.rainbow_layers import NoisyDense, RainbowHead, dueling_logits
 # name -> submodule; these import gymnax / flashbax / envpool (the rl / atari extras), so only when first used.
 _LAZY = {"ENV_IDS": "envs", "ENVS": "envs", "GymnaxEnv": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_env": "envs",
          "TimeStep": "replay", "Transition": "replay", "TransitionReplay": "replay", "make_replay": "replay",
+         "n_step_transitions": "replay",
          "AtariEnv": "atari", "AtariStep": "atari", "available_games": "atari", "make_atari": "atari",
          "FrameReplay": "replay_frames", "FrameStep": "replay_frames", "StackedTransition": "replay_frames",
          "make_frame_replay": "replay_frames"}
 
 __all__ = ["HEADS", "ImpalaEncoder", "NoisyDense", "QNetwork", "RainbowHead", "c51_loss", "c51_support",
-           "c51_target", "count_params", "dueling_logits", "epsilon_greedy", "linear_epsilon", "n_step_returns",
+           "c51_target", "count_params", "dueling_logits", "epsilon_greedy", "expected_q", "linear_epsilon", "n_step_returns",
            "param_count", "periodic_sync", "project_distribution", "td_loss", *sorted(_LAZY)]
 
 

@@ -39,6 +39,19 @@ def c51_support(num_atoms: int, vmax: float, vmin: float | None = None) -> jax.A
   return jnp.linspace(vmin, float(vmax), num_atoms, dtype=jnp.float32)
 
 
+def expected_q(logits: jax.Array, support: jax.Array) -> jax.Array:
+  r"""Q-values of C51 logits: :math:`Q(s, a) = \sum_i z_i\, \mathrm{softmax}(\ell(s, a))_i`.
+
+  Args:
+    logits: [..., A, N] (``QNetwork(num_atoms=N)``'s output).
+    support: [N] the atoms ``z`` (``c51_support``).
+
+  Returns:
+    float32 [..., A].
+  """
+  return jnp.sum(jax.nn.softmax(logits.astype(jnp.float32), axis=-1) * support, axis=-1)
+
+
 def project_distribution(supports: jax.Array, weights: jax.Array, target_support: jax.Array) -> jax.Array:
   r"""Projects ``(supports, weights)`` onto the evenly spaced ``target_support`` (Eq. 7).
 

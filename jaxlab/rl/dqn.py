@@ -20,6 +20,7 @@ import optax
 
 from jaxlab import errors
 from jaxlab.errors import check
+from jaxlab.rl import distributional
 
 QFn = Callable[[Any, jax.Array], tuple[jax.Array, dict[str, jax.Array]]]  # (params, obs) -> (q, stats)
 LOSSES = ("huber", "mse")
@@ -94,7 +95,8 @@ def routing_metrics(stats: dict[str, jax.Array]) -> dict[str, jax.Array]:
 def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: float,
             double_dqn: bool = False, loss: str = "mse",
             aux_weights: Mapping[str, float] | None = None,
-            log_routing: bool = True) -> tuple[jax.Array, dict[str, jax.Array]]:
+            log_routing: bool = True, support: jax.Array | None = None,
+            target_q_fn: QFn | None = None) -> tuple[jax.Array, dict[str, jax.Array]]:
   r"""One-step TD loss on a replay batch (``obs, action, reward, discount, next_obs``).
 
   .. math::
@@ -123,6 +125,22 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   batch) cost ~18% of a MinAtar update on XLA:CPU, so a jitted agent can log them from its acting
   forward pass instead (as the ``dqn_minatar`` task does).
 
+  Distributional (C51, Bellemare et al. 2017): with a ``support`` [N], ``q_fn`` returns logits
+  [B, A, N] (``QNetwork(num_atoms=N)``) and the TD part is the mean (weighted as above)
+  cross-entropy :func:`~jaxlab.rl.c51_loss` against
+  :func:`~jaxlab.rl.c51_target` with discount :math:`\gamma d`, the next action
+  chosen by the target network's expected Q or, with ``double_dqn``, the online network's (as
+  Dopamine's ``JaxFullRainbowAgent``); ``loss`` is then unused. ``q_mean`` and ``td_abs_error``
+  are those of the expected values :math:`\sum_i z_i p_i`.
+
+  n-step returns: pass a batch whose ``reward`` is the n-step return and ``discount`` the product
+  of the n steps' discounts, with ``gamma`` = :math:`\gamma^n` (the ``dqn_minatar`` task's
+  ``dqn.update_horizon``).
+
+  ``target_q_fn`` (default ``q_fn``) evaluates :math:`s'` for both the target network and the
+  Double-DQN selector: a noisy network's task binds another noise key into it than into ``q_fn``,
+  as Dopamine's full Rainbow draws one key for the online pass and another for the target's.
+
   ``batch.action`` must have an integer dtype and shape [B] (checked at trace time). A concrete
   action outside ``[0, num_actions)`` is refused; a traced one cannot be checked, and makes its
   ``Q(s, a)``, hence the loss, NaN (negative ones too, which indexing would otherwise wrap to a
@@ -139,11 +157,19 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
     check(isinstance(w, (int, float)) and math.isfinite(w) and w >= 0,
           f"{name} weight={w!r}; must be a finite number >= 0 (0 = off)")
   obs, next_obs = batch.obs, batch.next_obs
+  target_q_fn = q_fn if target_q_fn is None else target_q_fn
+  mean = _batch_mean(getattr(batch, "weight", None))
+  if support is not None:
+    value, q_taken, error, stats = _c51_values(q_fn, target_q_fn, params, target_params, batch, gamma,
+                                               double_dqn, support)
+    td = mean(value)
+    metrics = {"td_loss": td, "q_mean": mean(q_taken), "td_abs_error": mean(jnp.abs(error))}
+    return _with_aux(td, metrics, stats, aux_weights, log_routing)
   q, stats = q_fn(params, obs)
   q_taken = _q_of_actions(q, batch.action).astype(jnp.float32)
-  q_next_target, _ = q_fn(target_params, next_obs)
+  q_next_target, _ = target_q_fn(target_params, next_obs)
   if double_dqn:
-    q_next_online, _ = q_fn(params, next_obs)
+    q_next_online, _ = target_q_fn(params, next_obs)
     best = jnp.argmax(q_next_online, axis=-1)
     next_value = jnp.take_along_axis(q_next_target, best[:, None], axis=1)[:, 0]
   else:
@@ -152,9 +178,31 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   target = jax.lax.stop_gradient(reward + gamma * discount * next_value.astype(jnp.float32))
   error = q_taken - target
   value = optax.huber_loss(error, delta=1.0) if loss == "huber" else squared_error(error)
-  mean = _batch_mean(getattr(batch, "weight", None))
   td = mean(value)
   metrics = {"td_loss": td, "q_mean": mean(q_taken), "td_abs_error": mean(jnp.abs(error))}
+  return _with_aux(td, metrics, stats, aux_weights, log_routing)
+
+
+def _c51_values(q_fn: QFn, target_q_fn: QFn, params: Any, target_params: Any, batch: Any, gamma: Any,
+                double_dqn: bool, support: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, dict]:
+  """Per-transition C51 cross-entropy, expected ``Q(s, a)``, its error and the network's stats."""
+  logits, stats = q_fn(params, batch.obs)
+  check(jnp.ndim(logits) == 3 and logits.shape[-1] == jnp.shape(support)[0],
+        f"the network's output of shape {jnp.shape(logits)}; a support of {jnp.shape(support)[0]} atoms needs "
+        "logits [batch, num_actions, num_atoms] (QNetwork's num_atoms)")
+  q_taken = _q_of_actions(distributional.expected_q(logits, support), batch.action)  # checks the actions
+  action = jnp.clip(jnp.asarray(batch.action, jnp.int32), 0, logits.shape[1] - 1)
+  next_logits, _ = target_q_fn(target_params, batch.next_obs)
+  selector = distributional.expected_q(target_q_fn(params, batch.next_obs)[0], support) if double_dqn else None
+  discount = gamma * batch.discount.astype(jnp.float32)
+  target = distributional.c51_target(next_logits, batch.reward, discount, support, selector)
+  value = jnp.where(jnp.isnan(q_taken), jnp.nan, distributional.c51_loss(logits, action, target))
+  return value, q_taken, q_taken - jnp.sum(target * support, axis=-1), stats
+
+
+def _with_aux(td: jax.Array, metrics: dict, stats: dict, aux_weights: dict,
+              log_routing: bool) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """The TD part plus the weighted auxiliary losses, and the metrics (see :func:`td_loss`)."""
   aux = jnp.zeros((), td.dtype)
   for name, w in aux_weights.items():
     if w:

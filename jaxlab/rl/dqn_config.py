@@ -6,13 +6,14 @@ each bad key is one line naming it, before anything is initialised or compiled.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import ml_collections
 
 from jaxlab import errors
 from jaxlab.errors import InputError, check
-from jaxlab.rl import dqn
+from jaxlab.rl import distributional, dqn
 from jaxlab.rl.networks import QNetwork
 
 #: The largest frame count: frame counters (the epsilon schedule's frame, eval steps) are int32 on the device.
@@ -58,9 +59,34 @@ def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, 
   errors.check_bool(d.double_dqn, "dqn.double_dqn")
   check(d.loss in dqn.LOSSES, f"dqn.loss={d.loss!r}; choose one of {dqn.LOSSES}")
   errors.check_bool(clip_rewards, "dqn.clip_rewards")
+  horizon = d.get("update_horizon", 1)
+  check(errors.is_int(horizon) and 1 <= horizon <= 1000,
+        f"dqn.update_horizon={horizon!r}; must be an int in [1, 1000] (the n of n-step returns; 1 = one-step, "
+        "Dopamine's Rainbow: 3)")
+  vmax, vmin = d.get("vmax", 10.0), d.get("vmin")
+  check(errors.is_real(vmax) and math.isfinite(vmax) and vmax > 0,
+        f"dqn.vmax={vmax!r}; must be a finite number > 0 (C51's largest atom; Dopamine: 10)")
+  check(vmin is None or (errors.is_real(vmin) and math.isfinite(vmin) and vmin < vmax),
+        f"dqn.vmin={vmin!r}; must be None (= -dqn.vmax) or a finite number below dqn.vmax={vmax!r}")
 
 
-def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int
+def c51_support_from_config(network: ml_collections.ConfigDict, d: ml_collections.ConfigDict) -> Any:
+  """C51's support for ``network.num_atoms`` > 1 on ``[dqn.vmin, dqn.vmax]``, else None (scalar Q).
+
+  Args:
+    network: the config's ``network`` block.
+    d: its ``dqn`` block (checked by :func:`check_dqn_settings`).
+
+  Returns:
+    float32 [num_atoms], or None.
+  """
+  num_atoms = network.get("num_atoms", 1)
+  if num_atoms == 1:
+    return None
+  return distributional.c51_support(num_atoms, d.get("vmax", 10.0), d.get("vmin"))
+
+
+def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int, rainbow: bool = False
                           ) -> tuple[QNetwork, dict[str, float]]:
   """The ``QNetwork`` of a ``network`` config block and its auxiliary-loss weights for ``td_loss``.
 
@@ -69,6 +95,8 @@ def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int
   Args:
     network: the config's ``network`` block (``QNetwork``'s keyword arguments).
     num_actions: the environment's action count.
+    rainbow: whether the task reads Rainbow's head (``num_atoms``, ``dueling``, ``noisy``); a
+      task that does not refuses them.
 
   Returns:
     ``(net, aux_weights)``, the latter ``{auxiliary loss name: weight}`` (``dqn.AUX_LOSSES``).
@@ -86,5 +114,10 @@ def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int
     check(not w or net.head == "top1",
           f"network.{key}={w!r} but network.head={net.head!r}; only head='top1' has this auxiliary loss "
           "(set it to 0)")
+  for key in ("num_atoms", "dueling", "noisy", "deterministic"):
+    default = QNetwork.__dataclass_fields__[key].default
+    check(rainbow or getattr(net, key) == default,
+          f"network.{key}={getattr(net, key)!r}: this task has no Rainbow head; leave it at {default!r} "
+          "(the dqn_minatar task takes it)")
   net.check_config()  # the network's sizes, before anything is initialised
   return net, aux_weights

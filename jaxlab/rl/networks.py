@@ -28,6 +28,7 @@ from jaxlab.moe import modules as moe_modules
 from jaxlab.moe._soft_moe import check_impl
 from jaxlab.rl import networks_encoders as encoders
 from jaxlab.rl import networks_tokens as tokens
+from jaxlab.rl.rainbow_layers import RainbowHead
 
 #: The value heads of :class:`QNetwork` (its ``head``): dense, Soft MoE, Top-1 MoE, or none.
 HEADS = ("dense", "softmoe", "top1", "none")
@@ -36,6 +37,10 @@ _INIT = nn.initializers.xavier_uniform()
 
 class QNetwork(nn.Module):
   """Q-values [b, num_actions] and a stats dict from observations [b, H, W, C] or vectors [b, F].
+
+  With ``num_atoms > 1`` (C51) the first output is instead the logits [b, num_actions,
+  num_atoms] of each action's return distribution; :func:`~jaxlab.rl.expected_q`
+  turns them into Q-values on a support (Dopamine's ``FullRainbowMoENetwork``: ``q = sum(support * softmax(logits))``).
 
   Attributes:
     num_actions: size of the Q head.
@@ -68,6 +73,12 @@ class QNetwork(nn.Module):
       module only returns the losses in its stats; the weights live here so that a network
       config is one set of ``QNetwork`` keyword arguments.
     load_balancing_weight: weight of the Top-1 head's load-balancing loss, likewise.
+    num_atoms: atoms of the value distribution: 1 = scalar Q-values (DQN), > 1 = C51 logits.
+    dueling: the Q head is a value and an advantage stream (Wang et al. 2016), as Dopamine's
+      ``FullRainbowMoENetwork`` places them after its MoE layer.
+    noisy: the Q head's layers are factorised noisy linear layers (Fortunato et al. 2018);
+      every call then needs a ``"noise"`` RNG (``apply(..., rngs={"noise": key})``).
+    deterministic: noisy layers use their mean weights (Dopamine's ``eval_mode``): no RNG needed.
   """
 
   num_actions: int
@@ -87,6 +98,10 @@ class QNetwork(nn.Module):
   mlp_features: Sequence[int] = (512,)
   importance_weight: float = 0.0
   load_balancing_weight: float = 0.0
+  num_atoms: int = 1
+  dueling: bool = False
+  noisy: bool = False
+  deterministic: bool = False
 
   def check_config(self) -> None:
     """InputError ``QNetwork.<attribute>=...`` for a setting that builds no network.
@@ -114,6 +129,9 @@ class QNetwork(nn.Module):
     for name in ("importance_weight", "load_balancing_weight"):
       w = getattr(self, name)
       check_range(w, f"QNetwork.{name}", 0)
+    check_int(self.num_atoms, "QNetwork.num_atoms", meaning="1 = scalar Q-values, > 1 = C51 (Dopamine: 51)")
+    for name in ("dueling", "noisy", "deterministic"):
+      check_bool(getattr(self, name), f"QNetwork.{name}")
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
@@ -131,7 +149,7 @@ class QNetwork(nn.Module):
     features = encoders.make_encoder(encoder, tuple(self.mlp_features))(obs)
     b = features.shape[0]
     if self.head == "none":  # Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer
-      return nn.Dense(self.num_actions, kernel_init=_INIT)(features.reshape(b, -1)), {}
+      return self._q_head(features.reshape(b, -1)), {}
     if self.head == "dense":
       hidden = nn.relu(nn.Dense(self.width * self.width_multiplier, kernel_init=_INIT)(
           features.reshape(b, -1)))
@@ -159,7 +177,15 @@ class QNetwork(nn.Module):
         y, stats = moe_modules.Top1MoE(self.num_experts, self.expert_hidden,
                                        self.capacity_factor)(x)
       hidden = y.reshape(b, -1)
-    return nn.Dense(self.num_actions, kernel_init=_INIT)(hidden), stats
+    return self._q_head(hidden), stats
+
+  def _q_head(self, hidden: jax.Array) -> jax.Array:
+    """The output layer: DQN's ``Dense(num_actions)``, or Rainbow's head (atoms, dueling, noisy)."""
+    if self.num_atoms == 1 and not self.dueling and not self.noisy:
+      return nn.Dense(self.num_actions, kernel_init=_INIT)(hidden)
+    logits = RainbowHead(self.num_actions, self.num_atoms, noisy=self.noisy, dueling=self.dueling,
+                         deterministic=self.deterministic, name="rainbow_head")(hidden)
+    return logits[..., 0] if self.num_atoms == 1 else logits
 
 
 def count_params(tree: Any) -> int:

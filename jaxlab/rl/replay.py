@@ -17,7 +17,9 @@ Episode boundaries: with auto-reset, the slot after the last step of an episode 
 observation of the next one. That is harmless where the episode *terminated* (``discount = 0``
 ignores ``o_{t+1}``), but a *truncated* step would bootstrap from the wrong observation: run
 without time limits (the MinAtar/Dopamine default of :mod:`jaxlab.rl.envs`) or store
-``discount = 0`` there too.
+``discount = 0`` there too. n-step runs (``horizon`` > 1, sampled as ``horizon + 1`` consecutive
+slots) store ``done`` as well: a terminal step zeroes every later reward and the bootstrap, and a
+row whose horizon is cut by a truncation gets weight 0 (:func:`n_step_transitions`).
 """
 
 from __future__ import annotations
@@ -29,29 +31,42 @@ import flashbax
 import jax
 import jax.numpy as jnp
 
+from jaxlab import errors
 from jaxlab.errors import InputError, check
+from jaxlab.rl.distributional import n_step_returns
 from jaxlab.rl.replay_sizes import checked_sizes
 
 ReplayState = flashbax.buffers.trajectory_buffer.TrajectoryBufferState
 
 
 class TimeStep(NamedTuple):
-  """What one environment step stores: the observation acted on and what followed."""
+  """What one environment step stores: the observation acted on and what followed.
+
+  ``done`` (bool: the episode ended here, terminated or truncated) is optional: None stores
+  nothing (the 1-step layout); n-step sequences need it to tell a truncation from a continuing
+  step (:func:`~jaxlab.rl.n_step_transitions`).
+  """
 
   obs: jax.Array       # o_t, e.g. bool [10, 10, C]
   action: jax.Array    # a_t, int32 [] (an integer dtype: a float one is refused)
   reward: jax.Array    # r_t (reward for a_t), float32 []
   discount: jax.Array  # float32 []: 0 if the episode terminated at this step, else 1
+  done: Any = None     # bool []: the episode ended at this step (terminated or truncated), or None
 
 
 class Transition(NamedTuple):
-  """A sampled batch; leaves have leading axis ``batch_size``."""
+  """A sampled batch; leaves have leading axis ``batch_size``.
+
+  ``weight`` (float [B], or None) marks rows to leave out of the loss with 0
+  (:func:`jaxlab.rl.dqn.td_loss`): n-step rows whose horizon is cut by a truncation.
+  """
 
   obs: jax.Array
   action: jax.Array
   reward: jax.Array
   discount: jax.Array
   next_obs: jax.Array
+  weight: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +78,7 @@ class TransitionReplay:
   batch_size: int
   min_size: int      # transitions needed before sampling (Dopamine's min_replay_history)
   _buffer: Any = dataclasses.field(repr=False, compare=False)
+  horizon: int = 1   # n: ``sample_sequences`` reads n + 1 consecutive slots; 1 = ``sample``'s pairs
 
   @property
   def slots_per_env(self) -> int:
@@ -92,12 +108,14 @@ class TransitionReplay:
       check(shape == expected and dtype == want.dtype,
             f"{name}: {dtype}{list(shape)}; the buffer takes {want.dtype}{list(expected)} "
             f"(one step of each of num_envs={self.num_envs} environments)")
+    if self.horizon > 1:  # the plain trajectory buffer takes a time axis
+      return self._buffer.add(state, jax.tree.map(lambda x: x[:, None], steps))
     return self._buffer.add(state, steps)
 
   def num_transitions(self, state: ReplayState) -> jax.Array:
-    """Complete transitions held (int32): ``num_envs * (filled slots per env - 1)``."""
+    """Complete transitions held (int32): ``num_envs * (filled slots per env - horizon)``."""
     filled = jnp.where(state.is_full, self.slots_per_env, state.current_index)
-    return self.num_envs * jnp.maximum(filled - 1, 0)
+    return self.num_envs * jnp.maximum(filled - self.horizon, 0)
 
   def can_sample(self, state: ReplayState) -> jax.Array:
     """Whether the buffer holds at least ``min_size`` transitions (bool array)."""
@@ -109,16 +127,58 @@ class TransitionReplay:
     On a concrete (non-traced) state that holds fewer than ``min_size`` transitions this raises
     :class:`InputError`; inside jit it cannot check, so guard with :meth:`can_sample`.
     """
+    check(self.horizon == 1, f"sample reads pairs of slots; a replay of horizon {self.horizon} samples "
+          "with sample_sequences")
+    self._check_held(state)
+    pair = self._buffer.sample(state, rng).experience
+    first, second = pair.first, pair.second
+    return Transition(obs=first.obs, action=first.action, reward=first.reward,
+                      discount=first.discount, next_obs=second.obs)
+
+  def sample_sequences(self, state: ReplayState, rng: jax.Array) -> TimeStep:
+    """``batch_size`` runs of ``horizon + 1`` consecutive steps of one environment, drawn uniformly
+    with replacement: leaves ``[batch_size, horizon + 1, ...]`` (:func:`n_step_transitions`)."""
+    check(self.horizon > 1, "sample_sequences needs a replay of horizon > 1 (make_replay's horizon); "
+          "a horizon-1 replay samples pairs with sample")
+    self._check_held(state)
+    return self._buffer.sample(state, rng).experience
+
+  def _check_held(self, state: ReplayState) -> None:
     held = self.num_transitions(state)
     if not isinstance(held, jax.core.Tracer):
       held = int(held)
       if held < max(self.min_size, 1):
         raise InputError(f"cannot sample: the replay holds {held} transitions, "
                          f"sampling needs min_size={max(self.min_size, 1)}")
-    pair = self._buffer.sample(state, rng).experience
-    first, second = pair.first, pair.second
-    return Transition(obs=first.obs, action=first.action, reward=first.reward,
-                      discount=first.discount, next_obs=second.obs)
+
+
+def n_step_transitions(steps: TimeStep, gamma: float) -> Transition:
+  r"""n-step transitions from runs of ``n + 1`` steps (:meth:`TransitionReplay.sample_sequences`).
+
+  ``reward`` is the n-step return and ``discount`` :math:`\prod_{k<n} d_k` (pass
+  :math:`\gamma^n` as the TD loss's ``gamma``; :func:`~jaxlab.rl.n_step_returns`),
+  ``next_obs`` the observation n steps on. A terminal step inside the horizon zeroes every later
+  reward and the bootstrap, so the next episode's slots (auto-reset) add nothing. A *truncated*
+  step before any terminal one has no successor stored (its slot holds the next episode's
+  start), so such a row gets ``weight`` 0 and leaves the loss (needs ``steps.done``).
+
+  Args:
+    steps: leaves ``[B, n + 1, ...]`` with ``done``.
+    gamma: the per-step discount.
+
+  Returns:
+    A :class:`Transition` with ``weight`` float32 [B].
+  """
+  check(steps.done is not None, "n-step transitions need steps.done (store TimeStep.done) to tell truncations")
+  n = steps.reward.shape[1] - 1
+  rewards, discounts = steps.reward[:, :n], steps.discount[:, :n].astype(jnp.float32)
+  returns, _ = n_step_returns(rewards, discounts, gamma)
+  alive = jnp.cumprod(discounts, axis=1)
+  alive_before = jnp.concatenate([jnp.ones_like(alive[:, :1]), alive[:, :-1]], axis=1)
+  truncated = steps.done[:, :n] & (discounts > 0)
+  cut = jnp.any(truncated & (alive_before > 0), axis=1)
+  return Transition(obs=steps.obs[:, 0], action=steps.action[:, 0], reward=returns, discount=alive[:, -1],
+                    next_obs=steps.obs[:, n], weight=1.0 - cut.astype(jnp.float32))
 
 
 def _check_action_dtype(step: Any, name: str) -> None:
@@ -131,7 +191,7 @@ def _check_action_dtype(step: Any, name: str) -> None:
 
 
 def make_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | None = None, *,
-                names: Mapping[str, str] | None = None) -> TransitionReplay:
+                names: Mapping[str, str] | None = None, horizon: int = 1) -> TransitionReplay:
   """A uniform transition replay over flashbax's flat buffer (see the module docstring).
 
   Args:
@@ -142,12 +202,17 @@ def make_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | N
     min_size: transitions before sampling is allowed; default ``batch_size``.
     names: what error messages call each argument, e.g. ``{"capacity": "dqn.replay_capacity"}``
       for a caller that reads it from a config (default: the argument's name).
+    horizon: n, the steps of an n-step transition (``dqn.update_horizon``): 1 samples pairs of
+      slots (:meth:`TransitionReplay.sample`), n > 1 runs of n + 1
+      (:meth:`TransitionReplay.sample_sequences`).
   """
   n, min_size = checked_sizes(capacity, num_envs, batch_size, min_size, names)
+  h_name = (names or {}).get("horizon", "horizon")
+  errors.check_int(horizon, h_name, 1, "the n of n-step returns; 1 = one-step")
   per_env = capacity // num_envs
-  check(per_env >= 2, f"{n['capacity']}={capacity} with {n['num_envs']}={num_envs} leaves {per_env} slots "
-        f"per env; a transition needs 2, so {n['capacity']} must be >= 2 * {n['num_envs']}")
-  held = num_envs * (per_env - 1)  # transitions when full
+  check(per_env >= horizon + 1, f"{n['capacity']}={capacity} with {n['num_envs']}={num_envs} leaves {per_env} slots "
+        f"per env; a transition needs {horizon + 1}, so {n['capacity']} must be >= {horizon + 1} * {n['num_envs']}")
+  held = num_envs * (per_env - horizon)  # transitions when full
   if batch_size > held:
     raise InputError(f"{n['batch_size']}={batch_size} is larger than the replay's {held} transitions "
                      f"({n['capacity']}={capacity}, {n['num_envs']}={num_envs}); raise {n['capacity']} or lower "
@@ -155,6 +220,12 @@ def make_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | N
   if min_size > held:
     raise InputError(f"{n['min_size']}={min_size} is more than the replay can hold: {held} transitions "
                      f"({n['capacity']}={capacity}, {n['num_envs']}={num_envs})")
+  if horizon > 1:  # runs of horizon + 1 slots from the plain trajectory buffer (min length: its own can_sample)
+    buffer = flashbax.make_trajectory_buffer(
+        max_length_time_axis=per_env, min_length_time_axis=horizon + 1, sample_batch_size=batch_size,
+        add_batch_size=num_envs, sample_sequence_length=horizon + 1, period=1)
+    return TransitionReplay(capacity=per_env * num_envs, num_envs=num_envs, batch_size=batch_size,
+                            min_size=min_size, _buffer=buffer, horizon=horizon)
   # min_length only feeds flashbax's own can_sample (unused); num_envs avoids its warning.
   buffer = flashbax.make_flat_buffer(max_length=per_env * num_envs, min_length=num_envs,
                                      sample_batch_size=batch_size, add_batch_size=num_envs)

@@ -25,6 +25,15 @@ environment registered in ``jaxlab.rl.envs.ENVS`` (e.g. by a config file): see
 :func:`jaxlab.rl.make_env`. Vector observations get an MLP torso and per-feature tokens, images
 the conv encoder and per-position tokens (``network.encoder`` / ``network.tokenizer`` "auto").
 
+Rainbow's options of the same agent (Hessel et al. 2018, as Dopamine's ``JaxFullRainbowAgent``;
+all off by default, where the agent is the DQN above): ``network.num_atoms`` > 1 (C51 on
+``[dqn.vmin, dqn.vmax]``: the loss is :func:`~jaxlab.rl.c51_loss`, acting argmaxes the expected
+values), ``dqn.update_horizon`` n > 1 (n-step returns from runs of n + 1 replay slots,
+:func:`~jaxlab.rl.n_step_transitions`), ``network.dueling`` and ``network.noisy`` (a noise key per
+acting step and, in the loss, one for the online pass and another for the target's; evaluation and
+the inference functions use the noisy layers' means, Dopamine's ``eval_mode``). With noisy nets
+Dopamine holds epsilon at ``epsilon_train``; this task keeps the configured schedule.
+
 Bad input: every ``env.*`` / ``dqn.*`` key the task reads is checked when the task is built, before
 anything is initialised or compiled, each failure one line naming the key. Actions are produced
 in range by construction; were one not (a bug), the environment step would report a NaN reward
@@ -43,11 +52,12 @@ import ml_collections
 
 from jaxlab import errors
 from jaxlab.errors import InputError, check
-from jaxlab.rl import dqn
-from jaxlab.rl.dqn_config import MAX_FRAMES, check_count, check_dqn_settings, q_network_from_config
+from jaxlab.rl import distributional, dqn
+from jaxlab.rl.dqn_config import (MAX_FRAMES, c51_support_from_config, check_count, check_dqn_settings,
+                                  q_network_from_config)
 from jaxlab.rl.envs import make_env
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
-from jaxlab.rl.replay import TimeStep, make_replay
+from jaxlab.rl.replay import TimeStep, make_replay, n_step_transitions
 from jaxlab.train.context import TaskContext
 from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
 from jaxlab.train.task import TASKS, Inference, Task
@@ -122,26 +132,42 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   if eval_cap and env.episode_length is not None and eval_cap < env.episode_length:
     raise InputError(f"dqn.eval_steps={eval_cap} is shorter than one {e.name} episode ({env.episode_length} "
                      f"steps); allowed: 0 (no evaluation) or >= {env.episode_length}")
+  horizon = d.get("update_horizon", 1)
   replay = make_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history,
                        names={"capacity": "dqn.replay_capacity", "num_envs": "env.num_envs",
-                              "min_size": "dqn.min_replay_history"})
-  prefill_steps = math.ceil(d.min_replay_history / n_envs) + 1  # +1: the first slot has no successor yet
+                              "min_size": "dqn.min_replay_history", "horizon": "dqn.update_horizon"},
+                       horizon=horizon)
+  # + horizon: the last slots have no n-step successor yet
+  prefill_steps = math.ceil(d.min_replay_history / n_envs) + horizon
   prefill_frames = prefill_steps * n_envs
   num_steps = config.get("num_steps")
   if isinstance(num_steps, int) and prefill_frames + num_steps * frames_per_step > MAX_FRAMES:
     raise InputError(f"num_steps={num_steps} updates x dqn.update_period={frames_per_step} frames (+{prefill_frames} "
                      "of random play) exceed 2**31 - 1, the int32 frame counter; lower num_steps")
-  net, aux_weights = q_network_from_config(config.network, env.num_actions)
+  net, aux_weights = q_network_from_config(config.network, env.num_actions, rainbow=True)
+  check(not net.deterministic, "network.deterministic=True; the task sets it itself (evaluation and inference "
+        "use the noisy layers' means, training samples noise): leave it False")
+  support = c51_support_from_config(config.network, d)  # None: scalar Q-values
   obs_shape = env.obs_shape
   if tuple(config.get("obs_shape", obs_shape)) != tuple(obs_shape):
     raise InputError(f"obs_shape={tuple(config.obs_shape)} does not match {e.name}'s observations {obs_shape}")
   # The network computes in its params' dtype: bfloat16 in the loss (online and target params, cast by
   # the step) and in acting (cast below) under compute_dtype=bfloat16, float32 in evaluation.
-  q_fn = lambda params, obs: net.apply({"params": params}, obs.astype(float_dtype(params)))
+  eval_net = net.clone(deterministic=True) if net.noisy else net  # Dopamine's eval_mode: the noisy means
+
+  def q_fn(params, obs, noise=None):
+    """The network's output (Q-values, or C51 logits) and stats; ``noise``: a noisy head's key."""
+    module, rngs = (net, {"noise": noise}) if net.noisy and noise is not None else (eval_net, None)
+    return module.apply({"params": params}, obs.astype(float_dtype(params)), rngs=rngs)
+
+  def q_values(params, obs, noise=None):
+    """Q-values [N, actions] (expected values under C51), noise-free without a key."""
+    out, stats = q_fn(params, obs, noise)
+    return (out if support is None else distributional.expected_q(out, support)), stats
   acting_dtype = compute_dtype(config)
 
   def init_params(rng):
-    return net.init(rng, jnp.zeros((1, *obs_shape), jnp.float32))["params"]
+    return eval_net.init(rng, jnp.zeros((1, *obs_shape), jnp.float32))["params"]  # the same params, no noise
 
   def env_step(data: DataState, params: Any, epsilon: jax.Array, rng: jax.Array) -> tuple[DataState, dict]:
     """One step of every environment; also the acting forward pass's routing statistics."""
@@ -150,13 +176,18 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     if params is None:  # warm-up: uniformly random actions
       actions = jax.random.randint(k_act, (n_envs,), 0, env.num_actions).astype(jnp.int32)
     else:
-      q, stats = q_fn(params, data.obs)
+      if net.noisy:  # a fresh noise sample per acting step (Dopamine: one per select_action)
+        k_act, k_noise = jax.random.split(k_act)
+        q, stats = q_values(params, data.obs, k_noise)
+      else:
+        q, stats = q_values(params, data.obs)
       stats = {k: v.astype(jnp.float32) for k, v in stats.items() if k not in dqn.AUX_LOSSES}
       actions = dqn.epsilon_greedy(q, k_act, epsilon)
     env_state, obs, reward, done, info = env.step(data.env, actions, k_env)
     if clip_rewards:  # Dopamine's Runner clips the reward the agent learns from, not the return it reports
       reward = jnp.clip(reward, -1.0, 1.0)
-    replay_state = replay.add(data.replay, TimeStep(data.obs, actions, reward, info["discount"]))
+    done_flag = done if horizon > 1 else None  # n-step rows must tell truncations (replay.n_step_transitions)
+    replay_state = replay.add(data.replay, TimeStep(data.obs, actions, reward, info["discount"], done_flag))
     returns, episodes = push_returns(data.returns, data.episodes, done, env_state.stats.last_return)
     return DataState(env_state, obs, replay_state, returns, episodes), stats
 
@@ -164,7 +195,8 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     del params
     k_reset, k_fill = jax.random.split(rng)
     env_state, obs = env.reset(k_reset, n_envs)
-    example = TimeStep(obs[0], jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+    example = TimeStep(obs[0], jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32),
+                       jnp.zeros((), jnp.bool_) if horizon > 1 else None)
     data = DataState(env_state, obs, replay.init(example), jnp.zeros((RETURN_WINDOW,), jnp.float32),
                      jnp.zeros((), jnp.int32))
     data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, None, jnp.ones(()), k)[0], None), data,
@@ -181,16 +213,24 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     params = cast_floats(state.params, acting_dtype)
     data, stats = jax.lax.scan(lambda dt, k: env_step(dt, params, epsilon, k), state.data_state,
                                jax.random.split(k_act, env_steps_per_update))
-    batch = replay.sample(data.replay, k_sample)
+    if horizon > 1:
+      batch = n_step_transitions(replay.sample_sequences(data.replay, k_sample), d.gamma)
+    else:
+      batch = replay.sample(data.replay, k_sample)
     metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
                "episodes": data.episodes, "frames": prefill_frames + (state.step + 1) * frames_per_step,
                **dqn.routing_metrics(jax.tree.map(lambda x: jnp.mean(x, axis=0), stats))}
     return state.replace(data_state=data), batch, metrics
 
   def loss_fn(params, batch, rng, target_params):
-    del rng
-    return dqn.td_loss(q_fn, params, target_params, batch, gamma=d.gamma, double_dqn=d.double_dqn, loss=d.loss,
-                       aux_weights=aux_weights, log_routing=False)
+    online_fn = target_fn = q_fn
+    if net.noisy:  # Dopamine's full Rainbow: one key for the online pass at s, another for s' (target, selector)
+      k_online, k_target = jax.random.split(rng)
+      online_fn = lambda p, obs: q_fn(p, obs, k_online)
+      target_fn = lambda p, obs: q_fn(p, obs, k_target)
+    return dqn.td_loss(online_fn, params, target_params, batch, gamma=d.gamma ** horizon, double_dqn=d.double_dqn,
+                       loss=d.loss, aux_weights=aux_weights, log_routing=False, support=support,
+                       target_q_fn=target_fn)
 
   # play's defaults: the evaluation's, or Dopamine's episode cap and 8 environments without one
   play_envs, play_cap = (n_eval, eval_cap) if eval_cap else (8, 27_000)
@@ -217,7 +257,7 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     def body(carry):
       t, env_state, obs, finished, returns = carry
       k_act, k_env = jax.random.split(jax.random.fold_in(k_run, t))
-      actions = dqn.epsilon_greedy(q_fn(params, obs)[0], k_act, epsilon)
+      actions = dqn.epsilon_greedy(q_values(params, obs)[0], k_act, epsilon)
       env_state, obs, _, done, _ = env.step(env_state, actions, k_env)
       returns = jnp.where(done & ~finished, env_state.stats.last_return, returns)  # first episode only
       return t + 1, env_state, obs, finished | done, returns
@@ -234,8 +274,8 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     """``play`` with the config's ``dqn.eval_envs``, ``dqn.eval_steps`` and ``dqn.eval_epsilon``."""
     return play(state.params, rng, n_eval, eval_cap, d.eval_epsilon)
 
-  fns = {"q_values": jax.jit(lambda params, obs: q_fn(params, obs)[0]),
-         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_fn(params, obs)[0], axis=-1).astype(jnp.int32)),
+  fns = {"q_values": jax.jit(lambda params, obs: q_values(params, obs)[0]),
+         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_values(params, obs)[0], axis=-1).astype(jnp.int32)),
          "play": jax.jit(play, static_argnames=("num_envs", "max_steps"))}
   inference = Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,
                                                   "obs_shape": tuple(obs_shape)})
