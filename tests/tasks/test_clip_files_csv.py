@@ -3,23 +3,18 @@
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 
 from tests.ot_clip.data.conftest import write_open_clip_csv
+from tests.guide_blocks import guide_block
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GUIDE = os.path.join(REPO, "docs", "guides", "ot_clip.md")
 
 
 def guide_open_clip_block() -> str:
   """The guide's bash block that trains on open_clip's CSV (``data.csv_format=open_clip``)."""
-  with open(GUIDE, encoding="utf-8") as f:
-    blocks = re.findall(r"^```bash\n(.*?)^```", f.read(), re.S | re.M)
-  found = [b for b in blocks if "csv_format=open_clip" in b]
-  assert len(found) == 1, f"expected one open_clip CSV block in {GUIDE}, found {len(found)}"
-  return found[0]
+  return guide_block("ot_clip.md", "csv_format=open_clip")
 
 
 def test_the_guides_command_trains_on_open_clips_default_csv_from_the_launch_folder(tmp_path):

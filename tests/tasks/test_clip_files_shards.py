@@ -3,23 +3,18 @@
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 
 from tests.ot_clip.data.shard_files import write_shards
+from tests.guide_blocks import guide_block
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GUIDE = os.path.join(REPO, "docs", "guides", "ot_clip.md")
 
 
 def guide_shards_block() -> str:
   """The guide's bash block that trains on shards."""
-  with open(GUIDE, encoding="utf-8") as f:
-    blocks = re.findall(r"^```bash\n(.*?)^```", f.read(), re.S | re.M)
-  found = [b for b in blocks if "data.train_shards" in b]
-  assert len(found) == 1, f"expected one shards block in {GUIDE}, found {len(found)}"
-  return found[0]
+  return guide_block("ot_clip.md", "data.train_shards")
 
 
 def test_the_guides_shards_command_trains_on_tarwriter_shards(tmp_path):

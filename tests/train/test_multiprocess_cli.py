@@ -8,7 +8,6 @@ as if the job had been killed between the two saves.
 """
 
 import os
-import re
 import shutil
 import signal
 import socket
@@ -22,10 +21,10 @@ import pytest
 import jaxlab
 from configs import digits_mlp
 from jaxlab.train.trainer import train
+from tests.guide_blocks import guide_block
 from tests.tolerances import steps_tol
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GUIDE = os.path.join(REPO, "docs", "guides", "sharding.md")
 STEPS = 20
 # As tests/train/test_multiprocess.py: the rounding of ~150 operations per parameter and step,
 # carried on over the steps, from summing the gradient over another number of devices.
@@ -34,11 +33,7 @@ TOL = steps_tol(STEPS, 150)
 
 def guide_launch_block() -> str:
   """The guide's bash block that starts the two local processes."""
-  with open(GUIDE, encoding="utf-8") as f:
-    blocks = re.findall(r"^```bash\n(.*?)^```", f.read(), re.S | re.M)
-  found = [b for b in blocks if "JAX_PROCESS_ID=$i" in b]
-  assert len(found) == 1, f"expected one launch block in {GUIDE}, found {len(found)}"
-  return found[0]
+  return guide_block("sharding.md", "JAX_PROCESS_ID=$i")
 
 
 def _free_port() -> int:
