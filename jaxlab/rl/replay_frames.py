@@ -20,10 +20,17 @@ Sampling transition ``k`` (``obs`` = stack at slot k, ``next_obs`` = stack at sl
   replay pads the same way (dopamine/jax/replay_memory/accumulator.py:96-142);
 * a transition whose next slot is ``first`` crosses an episode boundary (with envpool's next-step
   auto-reset the slot before an episode's first frame is the reset step, whose action the emulator
-  ignored): it is invalid. Each batch row draws up to ``RETRIES`` uniform candidates and keeps the
+  ignored): it is invalid, unless the transition itself was terminal (discount 0: its ``next_obs``
+  is never used; a life lost under ``terminal_on_life_loss`` starts the next episode on the very
+  next slot). Each batch row draws up to ``RETRIES`` uniform candidates and keeps the
   first valid one, so rows are uniform over valid transitions as in Dopamine's replay, which
   holds only valid ones; a row whose candidates were all invalid gets ``weight = 0``
   (:func:`jaxlab.rl.dqn.td_loss` then ignores it).
+
+n-step transitions (:meth:`FrameReplay.sample_n_step`, Rainbow's ``update_horizon``) take the
+stack at slot k, the rewards and discounts of slots k..k+n-1 and the stack at slot k+n; the return
+stops at a terminal, and a window holding an episode start without a terminal before it is invalid
+(:meth:`FrameReplay.n_step_valid`).
 
 All functions are pure and jit/vmap-able; the state is a pytree of arrays, so it checkpoints with
 the rest of the train state. As with :mod:`jaxlab.rl.replay`, ``add`` and ``sample`` are O(batch)
@@ -39,6 +46,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxlab.errors import InputError, check, check_int
+from jaxlab.rl import distributional
 from jaxlab.rl.replay_sizes import check_fits_memory, checked_sizes
 
 RETRIES = 4  # candidates per batch row; all 4 invalid has probability ~ (1 / episode length)^4
@@ -156,7 +164,8 @@ class FrameReplay:
     k_env, k_pos = jax.random.split(rng)
     env = jax.random.randint(k_env, (RETRIES, b), 0, self.num_envs)
     pos = lowest + jax.random.randint(k_pos, (RETRIES, b), 0, jnp.maximum(count, 1))
-    valid = ~exp.first[env, (oldest + pos + 1) % t]          # the next slot starts no episode
+    valid = _window_valid(exp.first[env, (oldest + pos + 1) % t][..., None],  # the next slot starts no
+                          exp.discount[env, (oldest + pos) % t][..., None])   # episode, or k was terminal
     pick = jnp.argmax(valid, axis=0)                         # the first valid candidate (0 if none)
     env, pos = env[pick, jnp.arange(b)], pos[pick, jnp.arange(b)]
     weight = jnp.any(valid, axis=0).astype(jnp.float32)
@@ -171,6 +180,120 @@ class FrameReplay:
     at = (env, (oldest + pos) % t)
     return StackedTransition(obs=obs, action=exp.action[at], reward=exp.reward[at],
                              discount=exp.discount[at], next_obs=next_obs, weight=weight)
+
+  def num_n_step_transitions(self, state: FrameReplayState, horizon: int) -> jax.Array:
+    """n-step transitions that can be drawn (int32), valid or not: slot ``k + horizon`` must be written."""
+    return self.num_envs * self._n_step_candidates(state, horizon)[1]
+
+  def _n_step_candidates(self, state: FrameReplayState, horizon: int) -> tuple[jax.Array, jax.Array]:
+    """:meth:`_candidates` for windows of ``horizon`` steps: logical positions ``lowest <= u <
+    lowest + count`` whose slot ``u + horizon`` is written."""
+    t = self.slots_per_env
+    filled = jnp.where(state.full, t, state.index)
+    lowest = jnp.where(state.full, self.stack_size - 1, 0)
+    return lowest, jnp.maximum(filled - horizon - lowest, 0)
+
+  def n_step_valid(self, state: FrameReplayState, env: jax.Array, slot: jax.Array, horizon: int) -> jax.Array:
+    """Whether the n-step windows starting at ``slot`` (physical, int [...]) of ``env`` stay in one
+    episode: no slot ``k + j`` (1 <= j <= horizon) is ``first`` unless a terminal (discount 0) at one
+    of the slots ``k .. k + j - 1`` ended the episode before it (the n-step return stops there).
+
+    A truncation, envpool's reset step or a pool restart puts an episode start in the window with
+    no terminal before it: such a window is invalid (it would join two episodes).
+
+    Args:
+      state: the buffer.
+      env: int [...] environment rows.
+      slot: int [...] slots of the windows' first transitions.
+      horizon: n >= 1.
+
+    Returns:
+      bool [...].
+    """
+    t = self.slots_per_env
+    exp = state.experience
+    ahead = (slot[..., None] + jnp.arange(horizon + 1)) % t     # [..., n + 1]: slots k .. k + n
+    return _window_valid(exp.first[env[..., None], ahead[..., 1:]], exp.discount[env[..., None], ahead[..., :-1]])
+
+  def gather_n_step(self, state: FrameReplayState, env: jax.Array, slot: jax.Array, horizon: int,
+                    gamma: float) -> StackedTransition:
+    r"""The n-step transitions starting at ``slot`` of ``env`` (int [B] each; physical slots).
+
+    ``obs`` is the stack at slot k, ``next_obs`` the stack at slot k + n, ``reward`` the n-step return
+    :math:`\sum_{j<n} \gamma^j (\prod_{i<j} d_{k+i}) r_{k+j}` and ``discount`` :math:`\prod_{j<n}
+    d_{k+j}` (0 once a terminal is inside the window: later rewards are ignored; pass
+    :math:`\gamma^n` as the TD loss's ``gamma``), as Dopamine's n-step replay
+    (dopamine/jax/replay_memory/accumulator.py @ 5873f54) computes them. ``weight`` is 1 (validity
+    is :meth:`n_step_valid`'s job). Sutton & Barto, Sec. 7.1.
+
+    Args:
+      state: the buffer.
+      env: int [B].
+      slot: int [B], slots whose windows were checked (:meth:`n_step_valid`).
+      horizon: n >= 1.
+      gamma: the per-step discount.
+
+    Returns:
+      A :class:`StackedTransition`.
+    """
+    t = self.slots_per_env
+    exp = state.experience
+    oldest = jnp.where(state.full, state.index, 0)
+    pos = (slot - oldest) % t                                    # logical position of k
+    offsets = jnp.arange(-self.stack_size + 1, horizon + 1)      # the obs stack .. slot k + n
+    logical = pos[:, None] + offsets[None, :]
+    slots = (oldest + logical) % t
+    rows = env[:, None]
+    s = self.stack_size
+    obs_at = slots[:, :s]
+    next_at = slots[:, -s:]
+    obs = _stack(exp.frame[rows, obs_at], exp.first[rows, obs_at] & (logical[:, :s] >= 0), logical[:, :s])
+    next_obs = _stack(exp.frame[rows, next_at], exp.first[rows, next_at] & (logical[:, -s:] >= 0), logical[:, -s:])
+    window = slots[:, s - 1:s - 1 + horizon]                      # slots k .. k + n - 1
+    rewards, discounts = exp.reward[rows, window], exp.discount[rows, window]
+    returns, _ = distributional.n_step_returns(rewards, discounts, gamma)
+    return StackedTransition(obs=obs, action=exp.action[env, slot], reward=returns,
+                             discount=jnp.prod(discounts.astype(jnp.float32), axis=1), next_obs=next_obs,
+                             weight=jnp.ones(env.shape, jnp.float32))
+
+  def sample_n_step(self, state: FrameReplayState, rng: jax.Array, horizon: int, gamma: float) -> StackedTransition:
+    """``batch_size`` n-step transitions, uniform over the valid windows (:meth:`n_step_valid`).
+
+    As :meth:`sample`: each row keeps the first valid of ``RETRIES`` uniform candidates, or gets
+    ``weight = 0``; ``horizon = 1`` samples what :meth:`sample` samples.
+
+    Args:
+      state: the buffer.
+      rng: a key.
+      horizon: n >= 1 (``dqn.update_horizon``).
+      gamma: the per-step discount.
+
+    Returns:
+      A :class:`StackedTransition` (:meth:`gather_n_step`).
+    """
+    check_int(horizon, "horizon", 1)
+    held = self.num_n_step_transitions(state, horizon)
+    if not isinstance(held, jax.core.Tracer) and int(held) < max(self.min_size, 1):
+      raise InputError(f"cannot sample: the replay holds {int(held)} {horizon}-step transitions, "
+                       f"sampling needs min_size={max(self.min_size, 1)}")
+    t, b = self.slots_per_env, self.batch_size
+    oldest = jnp.where(state.full, state.index, 0)
+    lowest, count = self._n_step_candidates(state, horizon)
+    k_env, k_pos = jax.random.split(rng)
+    env = jax.random.randint(k_env, (RETRIES, b), 0, self.num_envs)
+    slot = (oldest + lowest + jax.random.randint(k_pos, (RETRIES, b), 0, jnp.maximum(count, 1))) % t
+    valid = self.n_step_valid(state, env, slot, horizon)
+    pick = jnp.argmax(valid, axis=0)
+    env, slot = env[pick, jnp.arange(b)], slot[pick, jnp.arange(b)]
+    batch = self.gather_n_step(state, env, slot, horizon, gamma)
+    return batch._replace(weight=jnp.any(valid, axis=0).astype(jnp.float32))
+
+
+def _window_valid(first_after: jax.Array, discount: jax.Array) -> jax.Array:
+  """``first_after [..., n]`` (slots k+1..k+n start an episode), ``discount [..., n]`` (of slots
+  k..k+n-1) -> bool [...]: every episode start in the window has a terminal before it."""
+  terminal_before = jnp.cumsum((discount == 0).astype(jnp.int32), axis=-1) > 0
+  return ~jnp.any(first_after & ~terminal_before, axis=-1)
 
 
 def _stack(frames: jax.Array, first: jax.Array, logical: jax.Array) -> jax.Array:
