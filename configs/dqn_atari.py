@@ -25,17 +25,48 @@ Run::
 
 Other games and heads: ``--config.env.name=SpaceInvaders --config.network.head=dense``; several
 seeds in one program (one envpool pool for all): ``--config.runs.seeds=3``.
+
+Presets (``arg``, a comma list: a preset, then optionally ``tiny``), each equal to one of the paper's
+Dopamine configs with the defaults it inherits; every value, with Dopamine's file and line, is in
+docs/methods/soft_moe_rl.md ("Protocol table: ..."):
+
+* ``dqn`` (the default): ``labs/moes/configs/dqn.gin``, the Nature CNN;
+* ``dqn_impala``: ``labs/moes/configs/dqn_impala.gin``, the same DQN on the IMPALA encoder (``ImpalaMoE``);
+* ``full_rainbow``: ``labs/moes/configs/full_rainbow.gin`` (``JaxFullRainbowMoEAgent`` on
+  ``FullRainbowMoENetwork``): C51 with 51 atoms on [-10, 10], 3-step returns, dueling noisy head,
+  Double DQN, epsilon 0 (noisy nets), the IMPALA encoder, 4 experts;
+* ``der``: ``labs/moes/configs/DER.gin`` (data-efficient Rainbow on Atari 100k): 10-step returns, an
+  update every agent step, 1,600 steps of warm-up, target sync every 2,000, Adam 1e-4, no sticky
+  actions, terminal on life loss, 100k agent steps, the Nature-CNN encoder, 4 experts.
+
+``--config=configs/dqn_atari.py:der,tiny`` is the preset shrunk to seconds; ``:tiny`` alone is ``dqn,tiny``.
+Prioritised replay (Dopamine's ``replay_scheme = 'prioritized'`` in both Rainbow gins) is not set
+here: the presets sample uniformly (the protocol tables mark it).
 """
+
 
 import ml_collections
 
 from jaxlab.train.config import make_tiny, trainer_config
 
+#: The presets ``get_config`` takes (the first item of its argument).
+PRESETS = ("dqn", "dqn_impala", "full_rainbow", "der")
 
-def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """``arg``: ``None`` (the paper's 200M-frame run) or ``"tiny"`` (20 updates on Pong with 25-step episodes, for tests)."""
-  if arg not in (None, "", "tiny"):
-    raise ValueError(f"configs/dqn_atari.py takes no argument or 'tiny', got {arg!r}")
+
+def _parse(arg: str | None) -> tuple[str, bool]:
+  """``"der,tiny"`` -> ``("der", True)``; ``None`` / ``""`` -> ``("dqn", False)``; ``"tiny"`` -> ``("dqn", True)``."""
+  items = [a.strip() for a in (arg or "").split(",") if a.strip()]
+  tiny = items[-1:] == ["tiny"]
+  if tiny:
+    items = items[:-1]
+  if len(items) > 1 or (items and items[0] not in PRESETS):
+    raise ValueError(f"configs/dqn_atari.py takes a preset in {PRESETS}, optionally followed by ',tiny' "
+                     f"(or 'tiny' alone), got {arg!r}")
+  return (items[0] if items else "dqn"), tiny
+
+
+def _dqn() -> ml_collections.ConfigDict:
+  """labs/moes/configs/dqn.gin: JaxDQNAgent on NatureDQNMoE, 200 x 250k agent steps."""
   agent_steps = 200 * 250_000  # Runner.num_iterations x Runner.training_steps
   c = trainer_config(batch_size=32, mesh=(("data", -1), ("model", 1)), steps_per_call=250,
                      log_every=2500, eval_every=2500, checkpoint_every=62_500)
@@ -48,6 +79,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "frame_skip": 4,
       "max_episode_steps": 25_000,     # agent steps = 100k emulator frames, where Dopamine's ALE ends a game
       "time_limit_is_terminal": True,  # Dopamine: that end is a game over (no bootstrap)
+      "terminal_on_life_loss": False,  # True: a lost life ends the agent's episode (not the game's return)
       "full_action_space": False,
       "step_via": "auto",              # "xla" (envpool's FFI in the program, one device), "callback", or auto
       "num_threads": 0,                # envpool worker threads (0: its choice)
@@ -55,7 +87,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.network = ml_collections.ConfigDict({
       "encoder": "nature", "head": "softmoe", "tokenizer": "per_conv", "num_experts": 8,
       "expert_hidden": 512, "width": 512, "width_multiplier": 1,
-      "importance_weight": 0.0, "load_balancing_weight": 0.0})
+      "importance_weight": 0.0, "load_balancing_weight": 0.0,
+      # Rainbow's head (jaxlab.rl.networks.QNetwork): num_atoms 1 = scalar Q (DQN), > 1 = C51 on
+      # dqn.vmin..dqn.vmax; dueling streams; noisy linear layers
+      "num_atoms": 1, "dueling": False, "noisy": False})
   c.dqn = ml_collections.ConfigDict({
       "gamma": 0.99,
       "update_period": 4,               # agent steps (all envs together) per update
@@ -64,19 +99,57 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "replay_capacity": 1_000_000,
       "epsilon_end": 0.01,
       "epsilon_decay_period": 250_000,  # agent steps
+      "epsilon_schedule": "linear",     # "zero": Dopamine's zero_epsilon (its full Rainbow with noisy nets)
       "double_dqn": False,
       "loss": "mse",                    # Dopamine's mse_loss, err**2
       "clip_rewards": True,             # Dopamine's Runner.clip_rewards: learn from clip(r, -1, 1)
+      "update_horizon": 1,              # n of n-step returns (Dopamine's Rainbow: 3, DER: 10)
+      "vmax": 10.0, "vmin": None,       # C51's support (network.num_atoms > 1); vmin None = -vmax
   })
   c.num_steps = agent_steps // c.dqn.update_period
   c.optimizer = ml_collections.ConfigDict({"name": "adam", "learning_rate": 6.25e-5, "eps": 1.5e-4})
   c.skip_nonfinite = True
-  if arg == "tiny":
-    c.env.num_envs = 2
+  return c
+
+
+def _rainbow(c: ml_collections.ConfigDict) -> None:
+  """What full_rainbow.gin and DER.gin share: JaxFullRainbowAgent's head and loss on FullRainbowMoENetwork."""
+  c.network.update(num_atoms=51, dueling=True, noisy=True, num_experts=4, expert_hidden=512)
+  c.dqn.update(double_dqn=True, vmax=10.0, vmin=None, epsilon_schedule="zero")
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  """``arg``: a preset of ``PRESETS`` (default ``dqn``, the paper's 200M-frame DQN run), optionally
+  followed by ``,tiny`` (a few updates on Pong with 25-step episodes, for tests); ``tiny`` alone is
+  ``dqn,tiny``. See the module docstring."""
+  preset, tiny = _parse(arg)
+  c = _dqn()
+  if preset == "dqn_impala":
+    c.network.encoder = "impala"
+  elif preset == "full_rainbow":
+    _rainbow(c)
+    c.network.encoder = "impala"
+    c.dqn.update_horizon = 3
+  elif preset == "der":
+    _rainbow(c)
+    c.env.update(sticky_action_prob=0.0, terminal_on_life_loss=True)
+    c.dqn.update(update_horizon=10, update_period=1, target_update_period=2000, min_replay_history=1600,
+                 epsilon_decay_period=2000)
+    c.optimizer.learning_rate = 1e-4
+    c.num_steps = 10 * 10_000  # Runner.num_iterations x training_steps agent steps, one update each
+    c.steps_per_call, c.log_every, c.eval_every, c.checkpoint_every = 100, 1000, 10_000, 10_000
+  if preset != "dqn":
+    c.name = f"dqn_atari_{preset}"
+  if tiny:
     c.env.max_episode_steps = 25  # episodes end (and restart) within the run
     c.network.num_experts, c.network.expert_hidden, c.network.width = 2, 16, 16
-    c.dqn.min_replay_history, c.dqn.replay_capacity, c.dqn.epsilon_decay_period = 64, 512, 400
-    c.dqn.target_update_period = 32
+    c.dqn.replay_capacity, c.dqn.epsilon_decay_period = 512, 400
+    c.dqn.min_replay_history = 64
+    c.dqn.target_update_period = 32 if c.dqn.update_period == 4 else 8
+    c.env.num_envs = 2 if c.dqn.update_period % 2 == 0 else 1
     c.steps_per_call = 5
     make_tiny(c, num_steps=20)
+    if preset != "dqn":  # fewer updates: the Rainbow heads and the IMPALA encoder compile slower
+      c.batch_size = 8
+      make_tiny(c, num_steps=10)
   return c

@@ -11,8 +11,11 @@ the ROMs). Each envpool option beside Dopamine's code (google/dopamine @ 5873f54
   stops at game over in both;
 * ``repeat_action_probability = 0.25``: sticky actions in the emulator
   (``create_atari_environment(sticky_actions=True)``, atari_lib.py:122);
-* ``episodic_life = False``, ``zero_discount_on_life_loss = False``: a lost life ends nothing
-  (``terminal_on_life_loss=False``, atari_lib.py:184);
+* ``episodic_life = False``, ``zero_discount_on_life_loss = False``: a lost life ends nothing in
+  the pool (``terminal_on_life_loss=False``, atari_lib.py:184); each step reports the lives left
+  (``AtariStep.lives``, envpool's ``info["lives"]``), from which the ``dqn_atari`` task implements
+  Dopamine's ``terminal_on_life_loss=True`` itself (``env.terminal_on_life_loss``): the game goes on,
+  only the agent's episode ends;
 * ``reward_clip = False``: the agent clips rewards itself (Dopamine's ``Runner``), and returns are
   game scores;
 * ``use_fire_reset = False``, ``noop_max = 1``: Dopamine presses nothing at reset; envpool always
@@ -98,6 +101,7 @@ class AtariStep(NamedTuple):
   reward: jax.Array      # float32 [N]: game score of the step's emulator frames (unclipped)
   terminated: jax.Array  # bool [N]: game over
   truncated: jax.Array   # bool [N]: the episode reached max_episode_steps
+  lives: jax.Array       # int32 [N]: the ALE's lives left after the step (envpool's info["lives"])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -221,9 +225,9 @@ class AtariEnv:
     handle, _, _, xla_step = self.pool.xla()
 
     def flat(actions):
-      _, (obs, reward, terminated, truncated, _) = xla_step(jnp.asarray(handle), actions)
+      _, (obs, reward, terminated, truncated, info) = xla_step(jnp.asarray(handle), actions)
       return AtariStep(obs[:, 0], reward.astype(jnp.float32), terminated.astype(jnp.bool_),
-                       truncated.astype(jnp.bool_))
+                       truncated.astype(jnp.bool_), info["lives"].astype(jnp.int32))
     return flat
 
   def _callback_step(self):
@@ -232,9 +236,10 @@ class AtariEnv:
     pool = self.pool
 
     def host(actions):
-      obs, reward, terminated, truncated, _ = pool.step(np.asarray(actions, np.int32))
+      obs, reward, terminated, truncated, info = pool.step(np.asarray(actions, np.int32))
       return AtariStep(np.ascontiguousarray(obs[:, 0]), np.asarray(reward, np.float32),
-                       np.asarray(terminated, np.bool_), np.asarray(truncated, np.bool_))
+                       np.asarray(terminated, np.bool_), np.asarray(truncated, np.bool_),
+                       np.asarray(info["lives"], np.int32))
 
     return lambda actions: io_callback(host, shapes, actions, ordered=False)
 
@@ -243,7 +248,7 @@ def step_shapes(n: int) -> AtariStep:
   """The types of :meth:`AtariEnv.step`'s output for ``n`` environments."""
   sds = jax.ShapeDtypeStruct
   return AtariStep(sds((n, *FRAME_SHAPE), jnp.uint8), sds((n,), jnp.float32), sds((n,), jnp.bool_),
-                   sds((n,), jnp.bool_))
+                   sds((n,), jnp.bool_), sds((n,), jnp.int32))
 
 
 def env_seeds(seeds: Sequence[int], num_envs: int) -> list[int]:

@@ -41,7 +41,8 @@ from jaxlab import errors
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, make_atari, push_frame
-from jaxlab.rl.dqn_config import MAX_FRAMES, check_dqn_settings, q_network_from_config
+from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn
+from jaxlab.rl.dqn_config import MAX_FRAMES, c51_support_from_config, check_dqn_settings, q_network_from_config
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
 from jaxlab.rl.replay_frames import FrameReplay, FrameStep, make_frame_replay
 from jaxlab.train.context import TaskContext
@@ -49,6 +50,10 @@ from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
 from jaxlab.train.task import TASKS, Inference, Task
 
 STEP_VIA = ("auto", "xla", "callback")
+#: ``dqn.epsilon_schedule``: Dopamine's ``linearly_decaying_epsilon`` (dqn_agent.py:171-192) or its
+#: ``zero_epsilon`` (full_rainbow_agent.py:52-55), which ``JaxFullRainbowAgent`` takes whenever its
+#: network is noisy (full_rainbow_agent.py:335): greedy w.r.t. the noisy network from the first step.
+EPSILON_SCHEDULES = ("linear", "zero")
 
 
 #: The encoders of 84x84x4 frames: the Nature CNN (the paper's DQN) or IMPALA (its Rainbow runs).
@@ -66,6 +71,7 @@ class AtariData(NamedTuple):
   replay: Any                # FrameReplayState
   returns: jax.Array         # float32 [RETURN_WINDOW]: a ring of completed-episode returns
   episodes: jax.Array        # int32 []: completed episodes so far
+  lives: Any = None          # int32 [N]: lives left after the last step (terminal_on_life_loss), else None
 
 
 def _check_config(config: ml_collections.ConfigDict) -> None:
@@ -74,6 +80,10 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   check_game(e.name, "env.name")
   check(e.step_via in STEP_VIA, f"env.step_via={e.step_via!r}; choose one of {STEP_VIA}")
   errors.check_bool(e.time_limit_is_terminal, "env.time_limit_is_terminal")
+  errors.check_bool(e.get("terminal_on_life_loss", False), "env.terminal_on_life_loss")
+  check(d.get("epsilon_schedule", "linear") in EPSILON_SCHEDULES,
+        f"dqn.epsilon_schedule={d.get('epsilon_schedule')!r}; choose one of {EPSILON_SCHEDULES} ('zero': Dopamine's "
+        "zero_epsilon, which its full Rainbow uses with noisy nets)")
   check(errors.is_int(d.update_period) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} agent steps per update; must be an int >= 1 (Dopamine: 4)")
   check_dqn_settings(d, "agent steps", "epsilon_decay_period", d.clip_rewards)
@@ -119,22 +129,25 @@ def _replays_per_device(ctx: TaskContext) -> int:
   return math.ceil(runs / ctx.mesh.shape.get("data", 1))
 
 
-def empty_data(env: AtariEnv, replay: FrameReplay) -> AtariData:
-  """A data state made by no pool (``epoch`` 0): its first step restarts every episode."""
+def empty_data(env: AtariEnv, replay: FrameReplay, track_lives: bool = False) -> AtariData:
+  """A data state made by no pool (``epoch`` 0): its first step restarts every episode;
+  ``track_lives``: it keeps the lives left (for ``terminal_on_life_loss``)."""
   n = env.num_envs
   zf, zb = (lambda: jnp.zeros((n,), jnp.float32)), (lambda: jnp.zeros((n,), jnp.bool_))
   return AtariData(stack=jnp.zeros((n, *env.frame_shape, STACK_SIZE), jnp.uint8), first=zb(), done=zb(),
                    epoch=jnp.zeros((), jnp.uint32), episode_return=zf(), episode_length=jnp.zeros((n,), jnp.int32),
                    replay=replay.init(), returns=jnp.zeros((RETURN_WINDOW,), jnp.float32),
-                   episodes=jnp.zeros((), jnp.int32))
+                   episodes=jnp.zeros((), jnp.int32), lives=jnp.zeros((n,), jnp.int32) if track_lives else None)
 
 
-def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: dqn.QFn, *, clip_rewards: bool,
-                  time_limit_terminal: bool) -> Callable[[AtariData, Any, jax.Array, jax.Array], AtariData]:
+def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: Any, *, clip_rewards: bool,
+                  time_limit_terminal: bool, terminal_on_life_loss: bool = False
+                  ) -> Callable[[AtariData, Any, jax.Array, jax.Array], AtariData]:
   """``env_step(data, params, epsilon, rng) -> data``: one agent step of every environment.
 
-  Acts epsilon-greedily with ``q_fn(params, stack)`` (uniformly at random where ``params`` is
-  None: the warm-up), steps ``env``, stores the step in ``replay`` and updates the frame stacks
+  Acts epsilon-greedily with ``q_fn(params, stack, rng) -> (q_values, stats, rng)`` (a noisy
+  network draws its noise from ``rng``; :meth:`~jaxlab.rl.agent_loss.AgentNetwork.acting_q_values`;
+  uniformly at random where ``params`` is None: the warm-up), steps ``env``, stores the step in ``replay`` and updates the frame stacks
   and episode statistics. A ``data`` made with another pool (``data.epoch != env.epoch``: a fresh
   state, or one restored from a checkpoint of an earlier process) first restarts every episode
   from the frames ``env`` was reset to, and its slot is marked ``first`` so that the replay never
@@ -143,10 +156,16 @@ def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: dqn.QFn, *, clip_rew
   Args:
     env: the pool.
     replay: the frame replay.
-    q_fn: ``(params, uint8 stacks) -> (q_values, stats)``.
+    q_fn: ``(params, uint8 stacks, rng) -> (q_values, stats, rng)``.
     clip_rewards: store ``clip(r, -1, 1)`` (Dopamine's ``Runner``); returns stay game scores.
     time_limit_terminal: an episode truncated at ``max_episode_steps`` is stored as terminal
       (discount 0), as Dopamine's emulator limit is; False bootstraps there.
+    terminal_on_life_loss: a step that loses a life (the lives the pool reports went down) ends
+      the agent's episode but not the game, as Dopamine's ``AtariPreprocessing.terminal_on_life_loss``
+      with its ``Runner`` (atari_lib.py:315-318, run_experiment.py:412-422): the step is stored as
+      terminal, the next frame starts a fresh zero-padded stack in a slot marked ``first``, and
+      the reported episode return and length stay the whole game's. ``data.lives`` must be an
+      array (``empty_data(..., track_lives=True)``).
 
   Returns:
     The step function (pure; jit/vmap/scan-able).
@@ -163,20 +182,28 @@ def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: dqn.QFn, *, clip_rew
     if params is None:
       actions = jax.random.randint(rng, (n,), 0, env.num_actions).astype(jnp.int32)
     else:
-      actions = dqn.epsilon_greedy(q_fn(params, stack)[0], rng, epsilon)
+      q, _, rng = q_fn(params, stack, rng)
+      actions = dqn.epsilon_greedy(q, rng, epsilon)
     out = env.step(actions)
     terminal = out.terminated | (out.truncated & time_limit_terminal)
+    game_end = out.terminated | out.truncated
+    if terminal_on_life_loss:  # the reset step refills the lives and a restart's old lives mean nothing
+      life_lost = (out.lives < data.lives) & ~reset_step & ~restart
+      terminal = terminal | life_lost
+      new_life = life_lost & ~game_end  # no reset step follows: the next frame starts the agent's episode
     reward = jnp.clip(out.reward, -1.0, 1.0) if clip_rewards else out.reward
     replay_state = replay.add(data.replay, FrameStep(stack[..., -1], actions, reward,
                                                      1.0 - terminal.astype(jnp.float32), first))
-    done = (out.terminated | out.truncated) & ~reset_step
+    done = game_end & ~reset_step
     ret = jnp.where(restart, 0.0, data.episode_return) + out.reward
     length = jnp.where(restart, 0, data.episode_length) + (~reset_step).astype(jnp.int32)
     returns, episodes = push_returns(data.returns, data.episodes, done, ret)
-    return AtariData(stack=push_frame(stack, out.frame, reset_step), first=reset_step, done=done,
+    starts = (reset_step | new_life) if terminal_on_life_loss else reset_step
+    return AtariData(stack=push_frame(stack, out.frame, starts), first=starts, done=done,
                      epoch=jnp.full((), env.epoch, jnp.uint32),
                      episode_return=jnp.where(done, 0.0, ret), episode_length=jnp.where(done, 0, length),
-                     replay=replay_state, returns=returns, episodes=episodes)
+                     replay=replay_state, returns=returns, episodes=episodes,
+                     lives=out.lives if terminal_on_life_loss else None)
   return env_step
 
 
@@ -204,11 +231,17 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   if d.target_update_period % d.update_period:
     raise InputError(f"dqn.target_update_period={d.target_update_period} agent steps must be a multiple of the "
                      f"{d.update_period} agent steps of one update (dqn.update_period)")
+  horizon = d.get("update_horizon", 1)
   replay = make_frame_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history,
                              frame_shape=FRAME_SHAPE, stack_size=STACK_SIZE,
                              names={"capacity": "dqn.replay_capacity", "num_envs": "env.num_envs",
                                     "min_size": "dqn.min_replay_history", "batch_size": "batch_size"},
                              devices=ctx.devices, copies=_replays_per_device(ctx))
+  held = n_envs * (replay.slots_per_env - STACK_SIZE + 1 - horizon)  # n-step windows a full replay holds
+  if horizon > 1 and held < d.min_replay_history:
+    raise InputError(f"dqn.update_horizon={horizon} leaves a full replay {held} {horizon}-step transitions "
+                     f"(dqn.replay_capacity={d.replay_capacity}, env.num_envs={n_envs}), fewer than "
+                     f"dqn.min_replay_history={d.min_replay_history}; raise dqn.replay_capacity")
   # vmapped runs share one pool: run r steps environments r * num_envs...
   seeds = ctx.runs.seeds if ctx.runs is not None else (int(config.seed),)
   env = make_atari(e.name, num_envs=n_envs, seeds=seeds, sticky_action_prob=e.sticky_action_prob,
@@ -219,58 +252,73 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
                    | {"seeds": "seed / runs.seeds"})
   steps_per_update = d.update_period                   # agent steps, all environments together
   pool_steps_per_update = d.update_period // n_envs
-  prefill_pool_steps = math.ceil(d.min_replay_history / n_envs) + 1  # +1: the first slot has no successor yet
+  # + horizon: the newest slots have no n-step successor yet
+  prefill_pool_steps = math.ceil(d.min_replay_history / n_envs) + horizon
   prefill_steps = prefill_pool_steps * n_envs
   num_steps = config.get("num_steps")
   if isinstance(num_steps, int) and (prefill_steps + num_steps * steps_per_update) * e.frame_skip > MAX_FRAMES:
     raise InputError(f"num_steps={num_steps} updates x dqn.update_period={steps_per_update} agent steps "
                      f"(+{prefill_steps} of random play) x env.frame_skip={e.frame_skip} exceed 2**31 - 1 frames, "
                      "the int32 frame counter; lower num_steps")
-  net, aux_weights = q_network_from_config(config.network, env.num_actions)
+  net, aux_weights = q_network_from_config(config.network, env.num_actions, rainbow=True)
+  check(not net.deterministic, "network.deterministic=True; the task sets it itself (inference uses the noisy "
+        "layers' means, training samples noise): leave it False")
   obs_shape = (*env.frame_shape, STACK_SIZE)
 
-  def q_fn(params, obs):
+  def prepare(params, obs):
     """uint8 frames: the encoder scales them by 1/255 in float32. Under compute_dtype=bfloat16 the
     loss and acting get bfloat16 params (cast by the step and by ``collect``), and the frames are
     scaled first and then cast, so the convolutions run in bfloat16."""
     dtype = float_dtype(params)
     if dtype != jnp.float32:
       obs = (obs.astype(jnp.float32) / 255.0).astype(dtype)
-    return net.apply({"params": params}, obs)
+    return obs
+
+  agent = AgentNetwork(net, c51_support_from_config(config.network, d), prepare)
+  q_values = agent.q_values
 
   def init_params(rng):
-    return net.init(rng, jnp.zeros((1, *obs_shape), jnp.uint8))["params"]
+    return agent.init(rng, jnp.zeros((1, *obs_shape), jnp.uint8))
 
   acting_dtype = compute_dtype(config)
-  env_step = make_env_step(env, replay, q_fn, clip_rewards=d.clip_rewards,
-                           time_limit_terminal=e.time_limit_is_terminal)
+  life_loss = e.get("terminal_on_life_loss", False)
+  env_step = make_env_step(env, replay, agent.acting_q_values, clip_rewards=d.clip_rewards,
+                           time_limit_terminal=e.time_limit_is_terminal, terminal_on_life_loss=life_loss)
+  # "zero": Dopamine's zero_epsilon, also in the warm-up, which then acts with the initial network
+  zero_epsilon = d.get("epsilon_schedule", "linear") == "zero"
 
   def init_data(params, rng):
-    del params
-    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, None, jnp.ones(()), k), None), empty_data(env, replay),
+    acting = cast_floats(params, acting_dtype) if zero_epsilon else None  # None: uniformly random actions
+    epsilon = jnp.zeros(()) if zero_epsilon else jnp.ones(())
+    data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, acting, epsilon, k), None),
+                           empty_data(env, replay, track_lives=life_loss),
                            jax.random.split(rng, prefill_pool_steps))
     return data
 
   def collect(state, rng):
     agent_steps = prefill_steps + state.step * steps_per_update
-    epsilon = dqn.linear_epsilon(agent_steps, d.epsilon_decay_period, prefill_steps, d.epsilon_end)
+    if zero_epsilon:
+      epsilon = jnp.zeros((), jnp.float32)
+    else:
+      epsilon = dqn.linear_epsilon(agent_steps, d.epsilon_decay_period, prefill_steps, d.epsilon_end)
     k_act, k_sample = jax.random.split(rng)
     params = cast_floats(state.params, acting_dtype)  # acting in the compute dtype, as the loss
     data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, params, epsilon, k), None), state.data_state,
                            jax.random.split(k_act, pool_steps_per_update))
-    batch = replay.sample(data.replay, k_sample)
+    if horizon > 1:
+      batch = replay.sample_n_step(data.replay, k_sample, horizon, d.gamma)
+    else:
+      batch = replay.sample(data.replay, k_sample)
     done_steps = agent_steps + steps_per_update
     metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
                "episodes": data.episodes, "agent_steps": done_steps, "frames": done_steps * e.frame_skip}
     return state.replace(data_state=data), batch, metrics
 
-  def loss_fn(params, batch, rng, target_params):
-    del rng
-    return dqn.td_loss(q_fn, params, target_params, batch, gamma=d.gamma, double_dqn=d.double_dqn, loss=d.loss,
-                       aux_weights=aux_weights)
+  loss_fn = make_loss_fn(agent, gamma=d.gamma, horizon=horizon, double_dqn=d.double_dqn, loss=d.loss,
+                         aux_weights=aux_weights)
 
-  fns = {"q_values": jax.jit(lambda params, obs: q_fn(params, obs)[0]),
-         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_fn(params, obs)[0], axis=-1).astype(jnp.int32))}
+  fns = {"q_values": jax.jit(lambda params, obs: q_values(params, obs)[0]),
+         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_values(params, obs)[0], axis=-1).astype(jnp.int32))}
   inference = Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,
                                                   "obs_shape": obs_shape})
   return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,

@@ -52,7 +52,8 @@ import ml_collections
 
 from jaxlab import errors
 from jaxlab.errors import InputError, check
-from jaxlab.rl import distributional, dqn
+from jaxlab.rl import dqn
+from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn
 from jaxlab.rl.dqn_config import (MAX_FRAMES, c51_support_from_config, check_count, check_dqn_settings,
                                   q_network_from_config)
 from jaxlab.rl.envs import make_env
@@ -153,21 +154,12 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     raise InputError(f"obs_shape={tuple(config.obs_shape)} does not match {e.name}'s observations {obs_shape}")
   # The network computes in its params' dtype: bfloat16 in the loss (online and target params, cast by
   # the step) and in acting (cast below) under compute_dtype=bfloat16, float32 in evaluation.
-  eval_net = net.clone(deterministic=True) if net.noisy else net  # Dopamine's eval_mode: the noisy means
-
-  def q_fn(params, obs, noise=None):
-    """The network's output (Q-values, or C51 logits) and stats; ``noise``: a noisy head's key."""
-    module, rngs = (net, {"noise": noise}) if net.noisy and noise is not None else (eval_net, None)
-    return module.apply({"params": params}, obs.astype(float_dtype(params)), rngs=rngs)
-
-  def q_values(params, obs, noise=None):
-    """Q-values [N, actions] (expected values under C51), noise-free without a key."""
-    out, stats = q_fn(params, obs, noise)
-    return (out if support is None else distributional.expected_q(out, support)), stats
+  agent = AgentNetwork(net, support, prepare=lambda params, obs: obs.astype(float_dtype(params)))
+  q_values = agent.q_values
   acting_dtype = compute_dtype(config)
 
   def init_params(rng):
-    return eval_net.init(rng, jnp.zeros((1, *obs_shape), jnp.float32))["params"]  # the same params, no noise
+    return agent.init(rng, jnp.zeros((1, *obs_shape), jnp.float32))  # the same params, no noise
 
   def env_step(data: DataState, params: Any, epsilon: jax.Array, rng: jax.Array) -> tuple[DataState, dict]:
     """One step of every environment; also the acting forward pass's routing statistics."""
@@ -176,11 +168,7 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     if params is None:  # warm-up: uniformly random actions
       actions = jax.random.randint(k_act, (n_envs,), 0, env.num_actions).astype(jnp.int32)
     else:
-      if net.noisy:  # a fresh noise sample per acting step (Dopamine: one per select_action)
-        k_act, k_noise = jax.random.split(k_act)
-        q, stats = q_values(params, data.obs, k_noise)
-      else:
-        q, stats = q_values(params, data.obs)
+      q, stats, k_act = agent.acting_q_values(params, data.obs, k_act)  # noisy: a fresh sample per step
       stats = {k: v.astype(jnp.float32) for k, v in stats.items() if k not in dqn.AUX_LOSSES}
       actions = dqn.epsilon_greedy(q, k_act, epsilon)
     env_state, obs, reward, done, info = env.step(data.env, actions, k_env)
@@ -222,15 +210,8 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
                **dqn.routing_metrics(jax.tree.map(lambda x: jnp.mean(x, axis=0), stats))}
     return state.replace(data_state=data), batch, metrics
 
-  def loss_fn(params, batch, rng, target_params):
-    online_fn = target_fn = q_fn
-    if net.noisy:  # Dopamine's full Rainbow: one key for the online pass at s, another for s' (target, selector)
-      k_online, k_target = jax.random.split(rng)
-      online_fn = lambda p, obs: q_fn(p, obs, k_online)
-      target_fn = lambda p, obs: q_fn(p, obs, k_target)
-    return dqn.td_loss(online_fn, params, target_params, batch, gamma=d.gamma ** horizon, double_dqn=d.double_dqn,
-                       loss=d.loss, aux_weights=aux_weights, log_routing=False, support=support,
-                       target_q_fn=target_fn)
+  loss_fn = make_loss_fn(agent, gamma=d.gamma, horizon=horizon, double_dqn=d.double_dqn, loss=d.loss,
+                         aux_weights=aux_weights, log_routing=False)
 
   # play's defaults: the evaluation's, or Dopamine's episode cap and 8 environments without one
   play_envs, play_cap = (n_eval, eval_cap) if eval_cap else (8, 27_000)

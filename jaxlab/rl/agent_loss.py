@@ -1,0 +1,113 @@
+"""The value network and TD loss of a DQN / Rainbow agent, shared by the MinAtar and Atari tasks.
+
+Hessel et al., "Rainbow", AAAI 2018, as Dopamine's ``JaxFullRainbowAgent`` trains it
+(dopamine/jax/agents/full_rainbow/full_rainbow_agent.py @ 5873f54): a noisy network gets a fresh
+noise key per acting step and, in the loss, one key for the online pass at ``s`` and another for
+the passes at ``s'`` (the target network and the Double-DQN selector, ``target_output``); C51
+heads are read through their support; n-step batches are discounted by ``gamma ** n``. Evaluation
+and inference use the noisy layers' means (Dopamine's ``eval_mode``). The tasks
+(``jaxlab.tasks.dqn_minatar``, ``jaxlab.tasks.dqn_atari``) differ only in how observations reach
+the network (``prepare``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+import jax
+
+from jaxlab.rl import distributional, dqn
+from jaxlab.rl.networks import QNetwork
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentNetwork:
+  """A ``QNetwork`` with its noise handling and C51 support.
+
+  Attributes:
+    net: the network (``noisy`` layers sample noise when given a key).
+    support: C51's atoms ``[num_atoms]``, or None (scalar Q-values).
+    prepare: ``(params, obs) -> input``: what the network is applied to (e.g. a dtype cast).
+  """
+
+  net: QNetwork
+  support: Any
+  prepare: Callable[[Any, jax.Array], jax.Array]
+
+  @property
+  def eval_net(self) -> QNetwork:
+    """The network without noise (the noisy layers' means): the same parameters."""
+    return self.net.clone(deterministic=True) if self.net.noisy else self.net
+
+  def q_fn(self, params: Any, obs: jax.Array, noise: jax.Array | None = None) -> tuple[jax.Array, dict]:
+    """The network's output (Q-values, or C51 logits) and stats; ``noise``: a noisy head's key.
+
+    Args:
+      params: the network's params.
+      obs: a batch of observations.
+      noise: a key for the noisy layers; None (or a network without them): their means.
+
+    Returns:
+      ``(output, stats)``.
+    """
+    module, rngs = (self.net, {"noise": noise}) if self.net.noisy and noise is not None else (self.eval_net, None)
+    return module.apply({"params": params}, self.prepare(params, obs), rngs=rngs)
+
+  def q_values(self, params: Any, obs: jax.Array, noise: jax.Array | None = None) -> tuple[jax.Array, dict]:
+    """Q-values ``[N, actions]`` (expected values under C51) and stats, noise-free without a key."""
+    out, stats = self.q_fn(params, obs, noise)
+    return (out if self.support is None else distributional.expected_q(out, self.support)), stats
+
+  def acting_q_values(self, params: Any, obs: jax.Array, rng: jax.Array) -> tuple[jax.Array, dict, jax.Array]:
+    """Q-values to act on: a noisy network draws its noise from ``rng`` (Dopamine: one sample per
+    ``select_action``).
+
+    Args:
+      params: the network's params.
+      obs: the observations acted on.
+      rng: the acting key.
+
+    Returns:
+      ``(q_values, stats, key)``: the key left for epsilon-greedy (``rng`` itself without noise).
+    """
+    if self.net.noisy:
+      rng, k_noise = jax.random.split(rng)
+      q, stats = self.q_values(params, obs, k_noise)
+    else:
+      q, stats = self.q_values(params, obs)
+    return q, stats, rng
+
+  def init(self, rng: jax.Array, example: jax.Array) -> Any:
+    """The network's params for observations like ``example`` (no noise needed)."""
+    return self.eval_net.init(rng, example)["params"]
+
+
+def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn: bool, loss: str,
+                 aux_weights: Mapping[str, float], log_routing: bool = True
+                 ) -> Callable[[Any, Any, jax.Array, Any], tuple[jax.Array, dict]]:
+  """``loss_fn(params, batch, rng, target_params)`` for the shared train step: :func:`~jaxlab.rl.td_loss`.
+
+  Args:
+    agent: the network.
+    gamma: the per-step discount.
+    horizon: n of the batch's n-step returns (the loss discounts by ``gamma ** n``).
+    double_dqn: the online network chooses the next action.
+    loss: "mse" or "huber" (scalar Q-values; C51 uses its cross-entropy).
+    aux_weights: a Top-1 head's auxiliary-loss weights.
+    log_routing: log the loss's routing statistics.
+
+  Returns:
+    The loss function; with noisy layers ``rng`` gives the online pass's key and the target's.
+  """
+
+  def loss_fn(params, batch, rng, target_params):
+    online_fn = target_fn = agent.q_fn
+    if agent.net.noisy:  # Dopamine's full Rainbow: one key for the online pass at s, another for s' (target, selector)
+      k_online, k_target = jax.random.split(rng)
+      online_fn = lambda p, obs: agent.q_fn(p, obs, k_online)
+      target_fn = lambda p, obs: agent.q_fn(p, obs, k_target)
+    return dqn.td_loss(online_fn, params, target_params, batch, gamma=gamma ** horizon, double_dqn=double_dqn,
+                       loss=loss, aux_weights=aux_weights, log_routing=log_routing, support=agent.support,
+                       target_q_fn=target_fn)
+  return loss_fn
