@@ -118,6 +118,6 @@ def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int, 
     default = QNetwork.__dataclass_fields__[key].default
     check(rainbow or getattr(net, key) == default,
           f"network.{key}={getattr(net, key)!r}: this task has no Rainbow head; leave it at {default!r} "
-          "(the dqn_minatar task takes it)")
+          "(the dqn_minatar and dqn_atari tasks take it)")
   net.check_config()  # the network's sizes, before anything is initialised
   return net, aux_weights

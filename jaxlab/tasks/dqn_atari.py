@@ -16,6 +16,17 @@ iterations). envpool resets an environment on the step after its episode ends (t
 *reset step* is ignored); reset steps count as agent steps here (one per episode), and the replay
 never samples a transition that crosses an episode boundary.
 
+Rainbow (Hessel et al. 2018) as Dopamine's ``JaxFullRainbowAgent`` and the paper's
+``full_rainbow`` / ``DER`` configs run it (``configs/dqn_atari.py`` presets): ``network.num_atoms``
+> 1 (C51 on ``[dqn.vmin, dqn.vmax]``), ``dqn.update_horizon`` n > 1 (n-step windows of the frame
+replay, :meth:`~jaxlab.rl.FrameReplay.sample_n_step`), ``network.dueling``, ``network.noisy``,
+``dqn.double_dqn`` and ``network.encoder="impala"``, with the noise keys and loss of
+:mod:`jaxlab.rl.agent_loss` (shared with ``dqn_minatar``); ``dqn.epsilon_schedule="zero"`` is
+Dopamine's ``zero_epsilon`` (noisy nets explore alone), warm-up included. ``env.terminal_on_life_loss``
+ends the agent's episode at a lost life (stored terminal, a fresh frame stack) while the game and its
+reported return go on, as Dopamine's ``AtariPreprocessing`` + ``Runner`` do; the lives are the pool's
+(``AtariStep.lives``). Prioritised replay is not part of this task.
+
 Checkpoints: the replay, the agent's frame stacks, params, optimizer, counters and episode
 statistics are in the train state; the emulators are not (envpool keeps them in its host pool).
 A resumed run therefore starts fresh episodes in a fresh pool: the program recognises states made

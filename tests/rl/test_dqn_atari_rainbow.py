@@ -1,0 +1,142 @@
+"""The Atari task's Rainbow family: presets equal to Dopamine's gin files (google/dopamine @ 5873f54),
+terminal on life loss with a real envpool game, and tiny training runs of the Rainbow presets."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from configs import dqn_atari
+from jaxlab.errors import InputError
+from jaxlab.rl.atari import make_atari
+from jaxlab.rl.replay_frames import make_frame_replay
+from jaxlab.tasks.dqn_atari import empty_data, make_env_step
+from jaxlab.train.task import make_task
+from jaxlab.train.trainer import train
+
+# Every value each preset sets, as Dopamine's configs have it (docs/methods/soft_moe_rl.md, the
+# protocol tables, cite file:line). Counts are agent steps. num_steps = updates.
+_DQN = {
+    "env.name": "Pong", "env.sticky_action_prob": 0.25, "env.frame_skip": 4, "env.max_episode_steps": 25_000,
+    "env.time_limit_is_terminal": True, "env.terminal_on_life_loss": False, "env.full_action_space": False,
+    "env.num_envs": 1, "network.encoder": "nature", "network.head": "softmoe", "network.tokenizer": "per_conv",
+    "network.num_experts": 8, "network.expert_hidden": 512, "network.num_atoms": 1, "network.dueling": False,
+    "network.noisy": False, "network.importance_weight": 0.0, "network.load_balancing_weight": 0.0,
+    "dqn.gamma": 0.99, "dqn.update_horizon": 1, "dqn.update_period": 4, "dqn.target_update_period": 8000,
+    "dqn.min_replay_history": 20_000, "dqn.replay_capacity": 1_000_000, "batch_size": 32,
+    "dqn.epsilon_end": 0.01, "dqn.epsilon_decay_period": 250_000, "dqn.epsilon_schedule": "linear",
+    "dqn.double_dqn": False, "dqn.loss": "mse", "dqn.clip_rewards": True,
+    "optimizer.name": "adam", "optimizer.learning_rate": 6.25e-5, "optimizer.eps": 1.5e-4,
+    "num_steps": 200 * 250_000 // 4,
+}
+_RAINBOW = {"network.num_atoms": 51, "dqn.vmax": 10.0, "dqn.vmin": None, "network.dueling": True,
+            "network.noisy": True, "dqn.double_dqn": True, "network.num_experts": 4, "network.expert_hidden": 512,
+            "dqn.epsilon_schedule": "zero"}
+EXPECTED = {
+    "dqn": _DQN,
+    "dqn_impala": {**_DQN, "network.encoder": "impala"},
+    "full_rainbow": {**_DQN, **_RAINBOW, "network.encoder": "impala", "dqn.update_horizon": 3},
+    "der": {**_DQN, **_RAINBOW, "network.encoder": "nature", "env.sticky_action_prob": 0.0,
+            "env.terminal_on_life_loss": True, "dqn.update_horizon": 10, "dqn.update_period": 1,
+            "dqn.target_update_period": 2000, "dqn.min_replay_history": 1600, "dqn.epsilon_decay_period": 2000,
+            "optimizer.learning_rate": 1e-4, "num_steps": 10 * 10_000},
+}
+
+
+def _get(c, key):
+  for part in key.split("."):
+    c = c[part]
+  return c
+
+
+@pytest.mark.parametrize("preset", sorted(EXPECTED))
+def test_each_preset_equals_its_dopamine_config(preset):
+  c = dqn_atari.get_config(preset)
+  got = {k: _get(c, k) for k in EXPECTED[preset]}
+  assert got == EXPECTED[preset]
+  assert dqn_atari.get_config(f"{preset},tiny").num_steps <= 20
+
+
+def test_the_argument_is_a_preset_then_tiny():
+  assert dqn_atari.get_config("tiny").to_dict() == dqn_atari.get_config("dqn,tiny").to_dict()
+  assert dqn_atari.get_config().to_dict() == dqn_atari.get_config("dqn").to_dict()
+  for bad in ("rainbow", "tiny,der", "der,tiny,tiny"):
+    with pytest.raises(ValueError, match="takes a preset in"):
+      dqn_atari.get_config(bad)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("env.terminal_on_life_loss", 1, "env.terminal_on_life_loss"),
+    ("dqn.epsilon_schedule", "constant", r"dqn.epsilon_schedule='constant'; choose one of \('linear', 'zero'\)"),
+    ("dqn.update_horizon", 0, r"dqn.update_horizon=0; must be an int in \[1, 1000\]"),
+    ("dqn.update_horizon", 500, r"dqn.update_horizon=500 leaves a full replay 9 500-step transitions"),
+])
+def test_bad_rainbow_keys_are_one_line_naming_them(key, value, message):
+  c = dqn_atari.get_config("der,tiny")
+  node, leaf = key.split(".")
+  with c.ignore_type():  # a value of the wrong type, as a hand-written config may hold
+    c[node][leaf] = value
+  with pytest.raises(InputError, match=message):
+    make_task(c)
+
+
+def _breakout(life_loss, steps=260):
+  """``steps`` random agent steps of one Breakout game (no sticky actions: the same game for the same keys)."""
+  env = make_atari("Breakout", num_envs=1, sticky_action_prob=0.0, max_episode_steps=1000)
+  replay = make_frame_replay(1024, 1, 4, 4)
+  step = make_env_step(env, replay, None, clip_rewards=True, time_limit_terminal=True,
+                       terminal_on_life_loss=life_loss)
+
+  def run(rng):
+    def body(d, k):
+      d = step(d, None, jnp.ones(()), k)
+      return d, (d.first, d.stack, d.episode_return)
+    return jax.lax.scan(body, empty_data(env, replay, track_lives=life_loss), jax.random.split(rng, steps))
+  return jax.device_get(jax.jit(run)(jax.random.key(0)))
+
+
+def test_a_lost_life_ends_the_agents_episode_but_not_the_game():
+  (on, (first_on, stack_on, ret_on)), (off, (first_off, _, ret_off)) = _breakout(True), _breakout(False)
+  e_on, e_off = on.replay.experience, off.replay.experience
+  for leaf in ("frame", "action", "reward"):  # the same game, step for step
+    np.testing.assert_array_equal(getattr(e_on, leaf), getattr(e_off, leaf))
+  lost = np.flatnonzero((e_on.discount[0, :260] == 0) & (e_off.discount[0, :260] == 1))
+  assert len(lost) >= 3  # Breakout's 5 lives: random play loses some within 260 steps
+  # each lost life: stored terminal, and the next frame starts a zero-padded stack in a slot marked first
+  np.testing.assert_array_equal(np.flatnonzero(first_on[:, 0] & ~first_off[:, 0]), lost)
+  assert e_on.first[0, lost + 1].all() and not e_off.first[0, lost + 1].any()
+  assert np.all(stack_on[lost, 0, :, :, :3] == 0)
+  np.testing.assert_array_equal(stack_on[lost, 0, :, :, 3], e_on.frame[0, lost + 1])
+  # the reported returns are whole games', as without life-loss terminals
+  np.testing.assert_array_equal(ret_on, ret_off)
+  assert int(on.episodes) == int(off.episodes) and np.array_equal(on.returns, off.returns)
+  # the replay samples the terminal transitions before each new life (their next stack is unused)
+  replay = make_frame_replay(1024, 1, 4, 4)
+  ok = replay.n_step_valid(on.replay, jnp.zeros(len(lost), jnp.int32), jnp.asarray(lost), 1)
+  assert np.all(ok)
+
+
+@pytest.mark.parametrize("preset", ["der", pytest.param("full_rainbow", marks=pytest.mark.slow)])
+def test_a_rainbow_preset_trains_a_few_steps(preset, tmp_path):
+  """der: ~40 s of CPU on this 2-core machine (compiling C51 + noisy dueling + 10-step sampling);
+  full_rainbow: ~70 s (the IMPALA encoder's gradient compiles slowly on XLA:CPU), hence slow."""
+  result = train(dqn_atari.get_config(f"{preset},tiny"), str(tmp_path), progress=False)
+  state = jax.device_get(result.state)
+  head = state.params["rainbow_head"]
+  assert head["advantage"]["kernel_sigma"].shape[1] == 6 * 51 and head["value"]["kernel_mu"].shape[1] == 51
+  assert ("ImpalaEncoder_0" in state.params) == (preset == "full_rainbow")
+  assert int(state.step) == 10 and np.isfinite(result.summary["final_loss"])
+  assert result.summary.get("nonfinite_skipped", 0) == 0
+  if preset == "der":  # terminal on life loss keeps the lives; Pong has none to lose
+    assert state.data_state.lives is not None
+
+
+@pytest.mark.parametrize("preset, top", [("dqn_impala", {"ImpalaEncoder_0", "SoftMoE_0", "Dense_0"}),
+                                          ("full_rainbow", {"ImpalaEncoder_0", "SoftMoE_0", "rainbow_head"})])
+def test_the_impala_presets_build_their_task(preset, top):
+  task = make_task(dqn_atari.get_config(f"{preset},tiny"))
+  params = jax.eval_shape(task.init_params, jax.random.key(0))
+  assert set(params) == top
+  assert params["SoftMoE_0"]["experts"]["w1"].shape[1] == 32  # 121 tokens of the encoder's 32 channels
+  data = jax.eval_shape(task.init_data, params, jax.random.key(1))
+  assert data.replay.experience.frame.shape == (2, 256, 84, 84) and data.lives is None
