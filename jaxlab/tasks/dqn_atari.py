@@ -158,8 +158,8 @@ def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: Any, *, clip_rewards
 
   Acts epsilon-greedily with ``q_fn(params, stack, rng) -> (q_values, stats, rng)`` (a noisy
   network draws its noise from ``rng``; :meth:`~jaxlab.rl.agent_loss.AgentNetwork.acting_q_values`;
-  uniformly at random where ``params`` is None: the warm-up), steps ``env``, stores the step in ``replay`` and updates the frame stacks
-  and episode statistics. A ``data`` made with another pool (``data.epoch != env.epoch``: a fresh
+  uniformly at random where ``params`` is None: the warm-up), steps ``env``, stores the step in
+  ``replay`` and updates the frame stacks and episode statistics. A ``data`` made with another pool (``data.epoch != env.epoch``: a fresh
   state, or one restored from a checkpoint of an earlier process) first restarts every episode
   from the frames ``env`` was reset to, and its slot is marked ``first`` so that the replay never
   joins the two pools' frames.

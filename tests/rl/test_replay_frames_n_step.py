@@ -90,18 +90,18 @@ def test_n_step_batches_equal_the_numpy_reference_and_cover_every_valid_window(n
 
 def test_a_terminal_step_ends_the_return_and_a_truncation_is_rejected():
   replay = make_frame_replay(20, 1, 4, 1, frame_shape=(1, 1), stack_size=S)
-  state = replay.init()
+  state, add = replay.init(), jax.jit(replay.add)
   # steps 0..9: terminal at 2, the next episode starts at 4 (3 is the reset step); truncation
   # (discount 1) at 6, the next episode starts at 8 (7 is the reset step)
   for t in range(10):
-    state = replay.add(state, FrameStep(jnp.full((1, 1, 1), t, jnp.uint8), jnp.array([t], jnp.int32),
-                                        jnp.array([1.0 + t]), jnp.array([0.0 if t == 2 else 1.0]),
-                                        jnp.array([t in (0, 4, 8)])))
-  valid = replay.n_step_valid(state, jnp.zeros(8, jnp.int32), jnp.arange(8), 3)
+    state = add(state, FrameStep(jnp.full((1, 1, 1), t, jnp.uint8), jnp.array([t], jnp.int32),
+                                 jnp.array([1.0 + t]), jnp.array([0.0 if t == 2 else 1.0]),
+                                 jnp.array([t in (0, 4, 8)])))
+  valid = jax.jit(lambda st: replay.n_step_valid(st, jnp.zeros(8, jnp.int32), jnp.arange(8), 3))(state)
   # windows k..k+3: k = 0, 1, 2 stop at the terminal; 3 joins the reset step and episode 4; 5, 6, 7
   # cross the truncated end; 4 (slots 5..7: no start) is fine
   np.testing.assert_array_equal(valid, [1, 1, 1, 0, 1, 0, 0, 0])
-  batch = replay.gather_n_step(state, jnp.zeros(3, jnp.int32), jnp.array([0, 1, 2]), 3, GAMMA)
+  batch = jax.jit(lambda st: replay.gather_n_step(st, jnp.zeros(3, jnp.int32), jnp.array([0, 1, 2]), 3, GAMMA))(state)
   np.testing.assert_allclose(batch.reward, [1 + GAMMA * 2 + GAMMA**2 * 3, 2 + GAMMA * 3, 3], rtol=1e-6)
   np.testing.assert_array_equal(batch.discount, [0, 0, 0])
 
@@ -109,10 +109,10 @@ def test_a_terminal_step_ends_the_return_and_a_truncation_is_rejected():
 def test_horizon_one_samples_what_sample_samples():
   replay = make_frame_replay(96, 2, 32, 8, frame_shape=(3, 2), stack_size=S)
   state = _fill(replay, 70, seed=1)
+  one_step = jax.jit(replay.sample)
+  n_step = jax.jit(lambda st, k: replay.sample_n_step(st, k, 1, GAMMA))
   for i in range(3):
-    a = replay.sample(state, jax.random.key(i))
-    b = replay.sample_n_step(state, jax.random.key(i), 1, GAMMA)
-    jax.tree.map(np.testing.assert_array_equal, a, b)
+    jax.tree.map(np.testing.assert_array_equal, one_step(state, jax.random.key(i)), n_step(state, jax.random.key(i)))
 
 
 def test_sampling_too_early_names_the_count():
