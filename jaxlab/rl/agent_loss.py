@@ -37,7 +37,7 @@ class AgentNetwork:
 
   @property
   def eval_net(self) -> QNetwork:
-    """The network without noise (the noisy layers' means): the same parameters."""
+    """The network without noise, which uses the noisy layers' means (the same parameters)."""
     return self.net.clone(deterministic=True) if self.net.noisy else self.net
 
   def q_fn(self, params: Any, obs: jax.Array, noise: jax.Array | None = None) -> tuple[jax.Array, dict]:
