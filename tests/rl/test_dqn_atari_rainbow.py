@@ -1,6 +1,11 @@
 """The Atari task's Rainbow family: presets equal to Dopamine's gin files (google/dopamine @ 5873f54),
 terminal on life loss with a real envpool game, and tiny training runs of the Rainbow presets."""
 
+import json
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +18,8 @@ from jaxlab.rl.replay_frames import make_frame_replay
 from jaxlab.tasks.dqn_atari import empty_data, make_env_step
 from jaxlab.train.task import make_task
 from jaxlab.train.trainer import train
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Every value each preset sets, as Dopamine's configs have it (docs/methods/soft_moe_rl.md, the
 # protocol tables, cite file:line). Counts are agent steps. num_steps = updates.
@@ -116,27 +123,42 @@ def test_a_lost_life_ends_the_agents_episode_but_not_the_game():
   assert np.all(ok)
 
 
-@pytest.mark.parametrize("preset", ["der", pytest.param("full_rainbow", marks=pytest.mark.slow)])
-def test_a_rainbow_preset_trains_a_few_steps(preset, tmp_path):
-  """der: ~40 s of CPU on this 2-core machine (compiling C51 + noisy dueling + 10-step sampling);
-  full_rainbow: ~70 s (the IMPALA encoder's gradient compiles slowly on XLA:CPU), hence slow."""
-  result = train(dqn_atari.get_config(f"{preset},tiny"), str(tmp_path), progress=False)
+def test_der_tiny_cli_run_trains(tmp_path):
+  """The documented command in a fresh one-device process (envpool's XLA route): ~36 s of CPU on this
+  2-core machine, nearly all compiling C51 + the noisy dueling head + 10-step sampling."""
+  env = dict(os.environ, XLA_FLAGS="")
+  p = subprocess.run([sys.executable, "-m", "jaxlab.main", "--config=configs/dqn_atari.py:der,tiny",
+                      f"--workdir={tmp_path}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  assert p.returncode == 0, p.stderr[-3000:]
+  rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+  last = rows[-1]
+  # 64 + 10 pool steps of warm-up (10-step windows need their successors), then 10 updates x 1 agent step
+  assert last["step"] == 10 and last["agent_steps"] == 74 + 10 and last["frames"] == 4 * last["agent_steps"]
+  assert all(r["epsilon"] == 0 for r in rows if "epsilon" in r)  # zero_epsilon: the noisy net explores
+  assert all(np.isfinite(r["loss"]) for r in rows if "loss" in r) and last["nonfinite_skipped"] == 0
+
+
+@pytest.mark.slow
+def test_full_rainbow_tiny_trains_a_few_steps(tmp_path):
+  """~70 s of CPU here: the IMPALA encoder's gradient compiles slowly on XLA:CPU."""
+  result = train(dqn_atari.get_config("full_rainbow,tiny"), str(tmp_path), progress=False)
   state = jax.device_get(result.state)
-  head = state.params["rainbow_head"]
-  assert head["advantage"]["kernel_sigma"].shape[1] == 6 * 51 and head["value"]["kernel_mu"].shape[1] == 51
-  assert ("ImpalaEncoder_0" in state.params) == (preset == "full_rainbow")
   assert int(state.step) == 10 and np.isfinite(result.summary["final_loss"])
-  assert result.summary.get("nonfinite_skipped", 0) == 0
-  if preset == "der":  # terminal on life loss keeps the lives; Pong has none to lose
-    assert state.data_state.lives is not None
+  assert "ImpalaEncoder_0" in state.params and state.data_state.lives is None
 
 
-@pytest.mark.parametrize("preset, top", [("dqn_impala", {"ImpalaEncoder_0", "SoftMoE_0", "Dense_0"}),
-                                          ("full_rainbow", {"ImpalaEncoder_0", "SoftMoE_0", "rainbow_head"})])
-def test_the_impala_presets_build_their_task(preset, top):
+@pytest.mark.parametrize("preset, top", [
+    ("dqn_impala", {"ImpalaEncoder_0", "SoftMoE_0", "Dense_0"}),
+    ("full_rainbow", {"ImpalaEncoder_0", "SoftMoE_0", "rainbow_head"}),
+    ("der", {"NatureEncoder_0", "SoftMoE_0", "rainbow_head"})])
+def test_each_preset_builds_its_task(preset, top):
   task = make_task(dqn_atari.get_config(f"{preset},tiny"))
   params = jax.eval_shape(task.init_params, jax.random.key(0))
   assert set(params) == top
-  assert params["SoftMoE_0"]["experts"]["w1"].shape[1] == 32  # 121 tokens of the encoder's 32 channels
+  tokens = 64 if preset == "der" else 32  # 121 tokens of the encoder's channels
+  assert params["SoftMoE_0"]["experts"]["w1"].shape[1] == tokens
+  if "rainbow_head" in params:  # C51 (51 atoms) x Pong's 6 actions, dueling, noisy
+    head = params["rainbow_head"]
+    assert head["advantage"]["kernel_sigma"].shape[1] == 6 * 51 and head["value"]["kernel_mu"].shape[1] == 51
   data = jax.eval_shape(task.init_data, params, jax.random.key(1))
-  assert data.replay.experience.frame.shape == (2, 256, 84, 84) and data.lives is None
+  assert (data.lives is not None) == (preset == "der")  # terminal on life loss keeps the lives
