@@ -19,6 +19,8 @@ those of the acting forward passes, i.e. of the observations the agent acts on, 
 logged steps; the TD loss does not recompute them over its replay batch (on XLA:CPU that cost ~18%
 of a Soft-MoE update; docs/methods/soft_moe_rl.md, "Profile of one jitted call"). A Top-1 head's auxiliary
 losses are logged from the loss, which uses them.
+With ``network.diagnostics`` the loss also logs ``diag/...`` (dormant-neuron fractions, feature rank;
+:mod:`jaxlab.rl.diagnostics`) of the online network on its replay batch, as the papers measure them.
 
 ``env.name`` is a MinAtar game (Dopamine's conventions), any gymnax id ("CartPole-v1", ...) or an
 environment registered in ``jaxlab.rl.envs.ENVS`` (e.g. by a config file): see
@@ -52,7 +54,7 @@ import ml_collections
 
 from jaxlab import errors
 from jaxlab.errors import InputError, check
-from jaxlab.rl import distributional, dqn
+from jaxlab.rl import diagnostics, distributional, dqn
 from jaxlab.rl.dqn_config import (MAX_FRAMES, c51_support_from_config, check_count, check_dqn_settings,
                                   q_network_from_config)
 from jaxlab.rl.envs import make_env
@@ -144,7 +146,7 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   if isinstance(num_steps, int) and prefill_frames + num_steps * frames_per_step > MAX_FRAMES:
     raise InputError(f"num_steps={num_steps} updates x dqn.update_period={frames_per_step} frames (+{prefill_frames} "
                      "of random play) exceed 2**31 - 1, the int32 frame counter; lower num_steps")
-  net, aux_weights = q_network_from_config(config.network, env.num_actions, rainbow=True)
+  net, aux_weights = q_network_from_config(config.network, env.num_actions, rainbow=True, diagnostics=True)
   check(not net.deterministic, "network.deterministic=True; the task sets it itself (evaluation and inference "
         "use the noisy layers' means, training samples noise): leave it False")
   support = c51_support_from_config(config.network, d)  # None: scalar Q-values
@@ -181,7 +183,8 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
         q, stats = q_values(params, data.obs, k_noise)
       else:
         q, stats = q_values(params, data.obs)
-      stats = {k: v.astype(jnp.float32) for k, v in stats.items() if k not in dqn.AUX_LOSSES}
+      stats = {k: v.astype(jnp.float32) for k, v in diagnostics.without_activations(stats).items()
+               if k not in dqn.AUX_LOSSES}
       actions = dqn.epsilon_greedy(q, k_act, epsilon)
     env_state, obs, reward, done, info = env.step(data.env, actions, k_env)
     if clip_rewards:  # Dopamine's Runner clips the reward the agent learns from, not the return it reports
@@ -228,9 +231,12 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
       k_online, k_target = jax.random.split(rng)
       online_fn = lambda p, obs: q_fn(p, obs, k_online)
       target_fn = lambda p, obs: q_fn(p, obs, k_target)
-    return dqn.td_loss(online_fn, params, target_params, batch, gamma=d.gamma ** horizon, double_dqn=d.double_dqn,
-                       loss=d.loss, aux_weights=aux_weights, log_routing=False, support=support,
-                       target_q_fn=target_fn)
+    loss, metrics = dqn.td_loss(online_fn, params, target_params, batch, gamma=d.gamma ** horizon,
+                                double_dqn=d.double_dqn, loss=d.loss, aux_weights=aux_weights, log_routing=False,
+                                support=support, target_q_fn=target_fn)
+    if net.diagnostics:  # dormant neurons and feature rank on the replay batch (jaxlab.rl.diagnostics)
+      metrics.update(diagnostics.replay_diagnostics(q_fn, params, batch.obs))
+    return loss, metrics
 
   # play's defaults: the evaluation's, or Dopamine's episode cap and 8 environments without one
   play_envs, play_cap = (n_eval, eval_cap) if eval_cap else (8, 27_000)
