@@ -11,8 +11,8 @@ r"""Network diagnostics of value networks: the dormant-neuron fraction and the f
   axis but the last (the batch and, for a conv layer, the positions: a neuron is a channel), the
   denominator gets ``+ 1e-9``, and a network's fraction pools its layers (dormant neurons of all
   layers / neurons of all layers, ``log_dead_neurons_count``). Dopamine's default threshold is
-  :math:`\tau = 0` (``dead_neurons_threshold=0.0``: exactly inactive ReLUs); the paper's analyses
-  also use :math:`\tau = 0.1`. Both are logged (:data:`DORMANT_TAUS`).
+  :math:`\tau = 0` (``dead_neurons_threshold=0.0``: exactly inactive ReLUs); :math:`\tau = 0.1`
+  also counts the nearly inactive ones. Both are logged (:data:`DORMANT_TAUS`).
 * Feature rank (Kumar, Agarwal, Ghosh, Levine, "Implicit Under-Parameterization Inhibits
   Data-Efficient Deep Reinforcement Learning", ICLR 2021, Sec. 3): the effective rank of the
   penultimate features :math:`\Phi \in \mathbb{R}^{n \times F}` with singular values

@@ -7,9 +7,9 @@ Obando-Ceron et al., ICML 2024, Sec. 4 (Fig. 4) and Sokar et al., "Don't flatten
 * ``per_feat`` (PER_FEATUREMAP): c tokens of dim h*w, one per feature map.
 * ``per_patch`` (PER_PATCH): a Conv(embedding_size, patch, stride=patch, VALID) patch embedding,
   then one token per patch (dopamine names the conv ``embedding``).
-* ``flatten``: no tokenization, the ablation of Sokar et al. (ICLR 2025): the whole flattened
-  encoder output is one token [b, 1, h*w*c] (of vector features, [b, 1, F]), which the MoE layer
-  receives instead of the per-position tokens.
+* ``flatten``: no tokenization: the whole flattened encoder output is one token [b, 1, h*w*c]
+  (of vector features, [b, 1, F]), the "flatten" side of Sokar et al.'s flatten-vs-tokenize
+  question (ICLR 2025) asked of an MoE head.
 
 Vector features [b, F] (an MLP torso's output) have no positions, so the one tokenization is
 ``per_feat``: each feature is a token, as each feature map is one under PER_FEATUREMAP (a vector

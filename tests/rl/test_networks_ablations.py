@@ -93,15 +93,18 @@ def test_flatten_tokenizer_gives_the_moe_one_token_of_every_feature():
   assert soft["experts"]["w1"].shape == (4, M * D, 8)
   assert jax.eval_shape(net.apply, v, OBS)[0].shape == (OBS.shape[0], A)
   vec = jnp.ones((2, 5))  # vector observations take it too: [b, 1, F]
-  net = QNetwork(num_actions=A, encoder="mlp", mlp_features=(7,), tokenizer="flatten", num_experts=2, expert_hidden=4)
+  net = QNetwork(num_actions=A, encoder="mlp", mlp_features=(7,), tokenizer="flatten", num_experts=2, expert_hidden=4,
+                 moe_impl="einsum")
   v = net.init(jax.random.key(0), vec)
   assert v["params"]["SoftMoE_0"]["router"]["phi"].shape == (7, 2, 1)
   q, stats = net.apply(v, vec)
   assert q.shape == (2, A) and np.all(np.isfinite(q)) and float(stats["dispatch_max"]) == 1.0  # one token
 
 
-@pytest.mark.parametrize("kw", [dict(head="softmoe", num_experts=2, expert_hidden=8), dict(head="dense", width=8),
-                                dict(head="none"), dict(head="top1", num_experts=2, expert_hidden=8),
+# moe_impl="einsum": the same function as "auto" (tests/moe), which initialises many times slower outside jit
+@pytest.mark.parametrize("kw", [dict(head="softmoe", num_experts=2, expert_hidden=8, moe_impl="einsum"),
+                                dict(head="dense", width=8), dict(head="none"),
+                                dict(head="top1", num_experts=2, expert_hidden=8),
                                 dict(head="token_dense", width=8), dict(head="token_mlp", expert_hidden=8)],
                          ids=lambda kw: kw["head"])
 def test_diagnostics_add_activations_and_change_nothing_else(kw):
