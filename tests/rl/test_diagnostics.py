@@ -51,7 +51,9 @@ def test_neuron_scores_and_dormant_fractions_match_the_float64_reference():
   assert float(diagnostics.dormant_fraction({"conv": conv, "dense": dense}, 0.1)) == pytest.approx(12 / 40)
 
 
-@pytest.mark.parametrize("rank,shape", [(1, (32, 20)), (5, (32, 64)), (20, (64, 20)), (32, (32, 128))])
+# (1, (32, 1600)): a collapsed batch of MinAtar-sized features, which sqrt(eig(Phi Phi^T)) in float32 reads as rank > 1;
+# (20, (64, 20)): more rows than features (the other Gram matrix)
+@pytest.mark.parametrize("rank,shape", [(1, (32, 20)), (1, (32, 1600)), (5, (32, 64)), (20, (64, 20)), (32, (32, 128))])
 def test_srank_matches_the_float64_reference(rank, shape):
   rng = np.random.default_rng(rank)
   n, f = shape
@@ -65,10 +67,10 @@ def test_srank_matches_the_float64_reference(rank, shape):
 
 
 def test_network_diagnostics_of_a_dense_q_network():
-  obs = jax.random.bernoulli(jax.random.key(1), 0.3, (64, 10, 10, 4))
+  obs = jax.random.bernoulli(jax.random.key(1), 0.3, (32, 10, 10, 4))
   net = QNetwork(num_actions=3, head="dense", width=32, diagnostics=True)
   params = net.init(jax.random.key(0), obs)["params"]
-  metrics = diagnostics.replay_diagnostics(lambda p, o: net.apply({"params": p}, o), params, obs)
+  metrics = jax.jit(lambda p: diagnostics.replay_diagnostics(lambda q, o: net.apply({"params": q}, o), p, obs))(params)
   assert set(metrics) == {"diag/feature_rank", "diag/dead_fraction", "diag/dormant_fraction",
                           "diag/dormant_fraction/encoder", "diag/dormant_fraction/penultimate"}
   _, stats = net.apply({"params": params}, obs)
