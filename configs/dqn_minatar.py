@@ -70,7 +70,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "moe_impl": "auto",
       # Rainbow's head (jaxlab.rl.networks.QNetwork): num_atoms 1 = scalar Q (DQN), > 1 = C51 on
       # dqn.vmin..dqn.vmax (Dopamine's Rainbow: 51); dueling streams; noisy linear layers
-      "num_atoms": 1, "dueling": False, "noisy": False})
+      "num_atoms": 1, "dueling": False, "noisy": False,
+      # diag/* metrics (dormant neurons, feature rank) on the loss's replay batch: jaxlab.rl.diagnostics
+      "diagnostics": False})
   c.dqn = ml_collections.ConfigDict({
       "gamma": 0.99,
       "update_period": 4,               # environment frames (all envs together) per update

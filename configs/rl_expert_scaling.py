@@ -36,9 +36,24 @@ seed; ``two_games`` runs the same cells on both games at ``TWO_GAMES_FRAMES``. T
 other DQN setting is Dopamine's MinAtar one. The replay capacity is cut to the frames (100k in
 Dopamine): the buffer never holds more transitions, so this changes nothing but checkpoint size.
 What each design costs on the 2-core CPU the studies ran on is in docs/methods/soft_moe_rl.md, "Performance".
+
+``tokenize`` is the ablation design of Sokar et al., "Don't flatten, tokenize! Unlocking the key to
+SoftMoE's efficacy in deep RL", ICLR 2025 (docs/methods/soft_moe_rl.md, "Ablations of 'Don't flatten,
+tokenize!'"), on the CPU-budget study's settings (Breakout, 3 seeds, 30k frames), every cell with
+``network.diagnostics`` on (``diag/*``: dormant neurons, feature rank): the flatten -> dense baseline
+and its x8 width, the tokenised heads without a router (``token_dense``, ``token_mlp``), Soft MoE
+with 1 and 8 experts, one expert scaled to the width of 8 (``scaled_single_expert``), and 8
+experts on the flattened features as one token (``tokenizer="flatten"``). ``tokenize_small`` is
+its smoke test (3 cells, tiny widths, ~1k frames)::
+
+  python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:tokenize
+  python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:tokenize_small \
+      --config.out_dir=/tmp/rlx_tok --config.workdir=/tmp/rlx_tok_runs
 """
 
 import ml_collections
+
+from jaxlab.rl.networks import scaled_single_expert
 
 _DOPAMINE_FRAMES = 1_000_000  # configs/dqn_minatar.py's run length, to which decay/warm-up refer
 
@@ -54,7 +69,7 @@ def scaled_dqn(frames: int) -> dict:
           "replay_capacity": frames + 1000}
 
 
-ARGS = (None, "", "small", "two_games", "full", "full_smoke")
+ARGS = (None, "", "small", "two_games", "full", "full_smoke", "tokenize", "tokenize_small")
 TWO_GAMES_FRAMES = 60_000  # both games within the ~90-minute CPU budget of a study
 
 
@@ -62,20 +77,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """``arg``: None/"" for the CPU-budget study (Breakout, 30k frames), "two_games" for the same 7 cells
   on Breakout and SpaceInvaders at ``TWO_GAMES_FRAMES`` frames, "small" for a smoke run (2 cells,
   ~1k frames), "full" for the whole design (2 games x 8 cells x 3 seeds x 1M frames),
-  "full_smoke" for a one-minute run of the full design's code path."""
+  "full_smoke" for a one-minute run of the full design's code path, "tokenize" / "tokenize_small"
+  for the ablations of "Don't flatten, tokenize!" (see the module doc)."""
   if arg not in ARGS:
-    raise ValueError(f"configs/rl_expert_scaling.py takes no argument, 'small', 'two_games', 'full' or "
-                     f"'full_smoke', got {arg!r}")
+    raise ValueError(f"configs/rl_expert_scaling.py takes no argument, 'small', 'two_games', 'full', "
+                     f"'full_smoke', 'tokenize' or 'tokenize_small', got {arg!r}")
   if arg in ("full", "full_smoke"):
     return _full(smoke=arg == "full_smoke")
-  small, two_games = arg == "small", arg == "two_games"
+  small, two_games = arg in ("small", "tokenize_small"), arg == "two_games"
   c = ml_collections.ConfigDict()
-  c.name = "rl_expert_scaling" + ("_two_games" if two_games else "")
+  tokenize = arg in ("tokenize", "tokenize_small")
+  c.name = "rl_expert_scaling" + ("_two_games" if two_games else "") + ("_tokenize" if tokenize else "")
   c.kind = "scaling"
   c.seeds = 2 if small else 3
   c.workdir = "runs/" + c.name                   # trainer workdirs of the cells (not committed)
   c.out_dir = "benchmarks/results/rl"            # <prefix>.json / .md / .png
-  c.prefix = "expert_scaling" + ("_two_games" if two_games else "")
+  c.prefix = "expert_scaling" + ("_two_games" if two_games else "") + ("_tokenize" if tokenize else "")
   c.measure_steps = 500                          # --measure: 2 calls of 250 updates, the 2nd timed
   if two_games:
     c.games = ("breakout", "space_invaders")
@@ -99,13 +116,37 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "top1_8": _cell("Top-1 MoE, 8 experts", head="top1", num_experts=8, expert_hidden=128),
       "softmoe_2": _cell("Soft-MoE, 2 experts", head="softmoe", num_experts=2, expert_hidden=128),
   }
-  if small:
+  if tokenize:
+    c.base.network = {"diagnostics": True}
+    cells = tokenize_cells(expert_hidden=16 if small else 128, num_experts=8)
+    if small:
+      cells = {k: cells[k] for k in ("dense", "token_mlp", "softmoe_1_scaled")}
+  elif small:
     cells = {k: cells[k] for k in ("dense", "softmoe_2")}
     for cell in cells.values():
       cell["set"]["network"].update(expert_hidden=16, width=16)
   c.cells = ml_collections.ConfigDict(cells)
   c.order = tuple(cells)  # a ConfigDict iterates its keys sorted
   return c
+
+
+def tokenize_cells(expert_hidden: int, num_experts: int) -> dict:
+  """The cells of the ``tokenize`` design at hidden width ``expert_hidden`` (also the dense width) and
+  ``num_experts`` experts (the width the scaled single expert takes), MinAtar's per-position tokens."""
+  h, n = expert_hidden, num_experts
+  return {
+      "dense": _cell(f"flatten -> dense {h} (baseline)", head="dense", width=h, width_multiplier=1),
+      "token_mlp": _cell(f"tokens -> one expert MLP {h} per token, no router", head="token_mlp", expert_hidden=h),
+      "softmoe_1_scaled": _cell(f"Soft-MoE, 1 expert scaled to {n} x {h}", head="softmoe",
+                                **scaled_single_expert(n, h)),
+      f"softmoe_{n}": _cell(f"Soft-MoE, {n} experts", head="softmoe", num_experts=n, expert_hidden=h),
+      "token_dense": _cell(f"tokens -> dense {h} per token (tokenised baseline)", head="token_dense", width=h,
+                           width_multiplier=1),
+      "softmoe_1": _cell("Soft-MoE, 1 expert", head="softmoe", num_experts=1, expert_hidden=h),
+      f"softmoe_{n}_flatten": _cell(f"Soft-MoE, {n} experts on one flattened token", head="softmoe",
+                                    tokenizer="flatten", num_experts=n, expert_hidden=h),
+      f"dense_x{n}": _cell(f"flatten -> dense {h} x {n}", head="dense", width=h, width_multiplier=n),
+  }
 
 
 def _full(smoke: bool) -> ml_collections.ConfigDict:

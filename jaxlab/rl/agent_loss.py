@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 
 import jax
 
-from jaxlab.rl import distributional, dqn
+from jaxlab.rl import diagnostics, distributional, dqn
 from jaxlab.rl.networks import QNetwork
 
 
@@ -69,14 +69,16 @@ class AgentNetwork:
       rng: the acting key.
 
     Returns:
-      ``(q_values, stats, key)``: the key left for epsilon-greedy (``rng`` itself without noise).
+      ``(q_values, stats, key)``: the stats without ``network.diagnostics``' activations (those are
+      scored on the replay batch, in the loss); the key left for epsilon-greedy (``rng`` itself
+      without noise).
     """
     if self.net.noisy:
       rng, k_noise = jax.random.split(rng)
       q, stats = self.q_values(params, obs, k_noise)
     else:
       q, stats = self.q_values(params, obs)
-    return q, stats, rng
+    return q, diagnostics.without_activations(stats), rng
 
   def init(self, rng: jax.Array, example: jax.Array) -> Any:
     """The network's params for observations like ``example`` (no noise needed)."""
@@ -98,7 +100,10 @@ def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn:
     log_routing: log the loss's routing statistics.
 
   Returns:
-    The loss function; with noisy layers ``rng`` gives the online pass's key and the target's.
+    The loss function; with noisy layers ``rng`` gives the online pass's key and the target's. A
+    ``QNetwork(diagnostics=True)`` also logs ``diag/...`` (dormant neurons, feature rank) of the
+    online network on the replay batch (:func:`jaxlab.rl.diagnostics.replay_diagnostics`), as both
+    papers measure them.
   """
 
   def loss_fn(params, batch, rng, target_params):
@@ -107,7 +112,15 @@ def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn:
       k_online, k_target = jax.random.split(rng)
       online_fn = lambda p, obs: agent.q_fn(p, obs, k_online)
       target_fn = lambda p, obs: agent.q_fn(p, obs, k_target)
-    return dqn.td_loss(online_fn, params, target_params, batch, gamma=gamma ** horizon, double_dqn=double_dqn,
-                       loss=loss, aux_weights=aux_weights, log_routing=log_routing, support=agent.support,
-                       target_q_fn=target_fn)
+    value, metrics = dqn.td_loss(strip(online_fn), params, target_params, batch, gamma=gamma ** horizon,
+                                 double_dqn=double_dqn, loss=loss, aux_weights=aux_weights, log_routing=log_routing,
+                                 support=agent.support, target_q_fn=strip(target_fn))
+    if agent.net.diagnostics:
+      metrics.update(diagnostics.replay_diagnostics(agent.q_fn, params, batch.obs))
+    return value, metrics
   return loss_fn
+
+
+def strip(q_fn: dqn.QFn) -> dqn.QFn:
+  """``q_fn`` whose stats leave out ``network.diagnostics``' activations (the TD loss logs none)."""
+  return lambda params, obs: (lambda out: (out[0], diagnostics.without_activations(out[1])))(q_fn(params, obs))

@@ -86,8 +86,8 @@ def c51_support_from_config(network: ml_collections.ConfigDict, d: ml_collection
   return distributional.c51_support(num_atoms, d.get("vmax", 10.0), d.get("vmin"))
 
 
-def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int, rainbow: bool = False
-                          ) -> tuple[QNetwork, dict[str, float]]:
+def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int, rainbow: bool = False,
+                          diagnostics: bool = False) -> tuple[QNetwork, dict[str, float]]:
   """The ``QNetwork`` of a ``network`` config block and its auxiliary-loss weights for ``td_loss``.
 
   Every key is checked (``network.<key>`` in the message) before anything is initialised.
@@ -97,6 +97,8 @@ def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int, 
     num_actions: the environment's action count.
     rainbow: whether the task reads Rainbow's head (``num_atoms``, ``dueling``, ``noisy``); a
       task that does not refuses them.
+    diagnostics: whether the task logs ``network.diagnostics`` (:mod:`jaxlab.rl.diagnostics`); a
+      task that does not refuses ``network.diagnostics=True``.
 
   Returns:
     ``(net, aux_weights)``, the latter ``{auxiliary loss name: weight}`` (``dqn.AUX_LOSSES``).
@@ -119,5 +121,8 @@ def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int, 
     check(rainbow or getattr(net, key) == default,
           f"network.{key}={getattr(net, key)!r}: this task has no Rainbow head; leave it at {default!r} "
           "(the dqn_minatar and dqn_atari tasks take it)")
+  check(diagnostics or not net.diagnostics,
+        f"network.diagnostics={net.diagnostics!r}: this task does not log network diagnostics; leave it False "
+        "(the dqn_minatar and dqn_atari tasks take it)")
   net.check_config()  # the network's sizes, before anything is initialised
   return net, aux_weights

@@ -6,6 +6,12 @@ Q head ``Dense(num_actions)``. Baseline: encoder -> flatten -> Dense(width) -> R
 (dopamine's ``NatureDQNMoE`` with ``moe_type='BASELINE'``); ``width_multiplier`` scales that
 layer (their "dense xN" baseline, dopamine's ``scale_hidden_layer``).
 
+Ablations of Sokar et al., "Don't flatten, tokenize!", ICLR 2025: ``head="token_dense"`` /
+``"token_mlp"`` keep the tokens and drop the router (:mod:`jaxlab.rl.networks_token_heads`),
+``tokenizer="flatten"`` gives the MoE one token of the flattened features, and a single expert
+scaled to the width of n (:func:`scaled_single_expert`) is ``num_experts=1, expert_hidden=n*h``.
+``diagnostics=True`` adds the activations :mod:`jaxlab.rl.diagnostics` scores to the stats.
+
 Example::
 
   net = QNetwork(num_actions=6, encoder="minatar", head="softmoe", num_experts=8,
@@ -27,11 +33,15 @@ from jaxlab.errors import check, check_bool, check_int, check_range
 from jaxlab.moe import modules as moe_modules
 from jaxlab.moe._soft_moe import check_impl
 from jaxlab.rl import networks_encoders as encoders
+from jaxlab.rl import networks_token_heads as token_heads
 from jaxlab.rl import networks_tokens as tokens
 from jaxlab.rl.rainbow_layers import RainbowHead
 
-#: The value heads of :class:`QNetwork` (its ``head``): dense, Soft MoE, Top-1 MoE, or none.
-HEADS = ("dense", "softmoe", "top1", "none")
+#: The value heads of :class:`QNetwork` (its ``head``): dense, Soft MoE, Top-1 MoE, none, or a tokenised
+#: layer without a router (``token_dense``, ``token_mlp``: :mod:`jaxlab.rl.networks_token_heads`).
+HEADS = ("dense", "softmoe", "top1", "none", "token_dense", "token_mlp")
+#: Prefix of the stats entries that ``diagnostics=True`` adds (arrays with a batch axis, not routing statistics).
+ACTIVATIONS = "activations/"
 _INIT = nn.initializers.xavier_uniform()
 
 
@@ -48,8 +58,12 @@ class QNetwork(nn.Module):
       "impala" (84x84x4 frames), "mlp" (``mlp_features`` Dense + ReLU layers on flattened
       observations) or "auto": "mlp" for vector observations [b, F], "minatar" for images.
     head: "dense", "softmoe" or "top1": the penultimate layer; "none": no penultimate layer
-      (Dopamine's MinAtar network, conv -> Q).
-    tokenizer: "per_conv", "per_feat" or "per_patch" (MoE heads only) for image features;
+      (Dopamine's MinAtar network, conv -> Q); "token_dense": the dense layer (``width *
+      width_multiplier`` units) applied to every token with shared weights, then flattened;
+      "token_mlp": one expert MLP (``expert_hidden``) applied to every token, no router (a
+      one-expert Soft MoE with identity dispatch and combine), then flattened.
+    tokenizer: "per_conv", "per_feat", "per_patch" or "flatten" (one token of all features) for
+      the MoE and token heads, on image features;
       vector features (the "mlp" encoder's) take "per_feat", one token per feature, each scalar
       embedded to ``embedding_size`` (:class:`~jaxlab.rl.networks_tokens.PerFeatureEmbedding`);
       "auto": "per_conv" for image features, "per_feat" for vectors.
@@ -79,6 +93,11 @@ class QNetwork(nn.Module):
     noisy: the Q head's layers are factorised noisy linear layers (Fortunato et al. 2018);
       every call then needs a ``"noise"`` RNG (``apply(..., rngs={"noise": key})``).
     deterministic: noisy layers use their mean weights (Dopamine's ``eval_mode``): no RNG needed.
+    diagnostics: the stats also hold ``activations/encoder`` (the encoder's post-ReLU output),
+      ``activations/penultimate`` (the post-ReLU hidden layer of the dense and token heads; the
+      MoE heads' expert activations are not exposed) and ``activations/features`` (the Q head's
+      input [b, F]), for :func:`~jaxlab.rl.diagnostics.network_diagnostics`. Off: the stats
+      and the computation are those without the option.
   """
 
   num_actions: int
@@ -102,6 +121,7 @@ class QNetwork(nn.Module):
   dueling: bool = False
   noisy: bool = False
   deterministic: bool = False
+  diagnostics: bool = False
 
   def check_config(self) -> None:
     """InputError ``QNetwork.<attribute>=...`` for a setting that builds no network.
@@ -130,7 +150,7 @@ class QNetwork(nn.Module):
       w = getattr(self, name)
       check_range(w, f"QNetwork.{name}", 0)
     check_int(self.num_atoms, "QNetwork.num_atoms", meaning="1 = scalar Q-values, > 1 = C51 (Dopamine: 51)")
-    for name in ("dueling", "noisy", "deterministic"):
+    for name in ("dueling", "noisy", "deterministic", "diagnostics"):
       check_bool(getattr(self, name), f"QNetwork.{name}")
 
   @nn.compact
@@ -148,36 +168,52 @@ class QNetwork(nn.Module):
           "take encoder='mlp' (or 'auto')")
     features = encoders.make_encoder(encoder, tuple(self.mlp_features))(obs)
     b = features.shape[0]
+    activations = {"encoder": features}
     if self.head == "none":  # Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer
-      return self._q_head(features.reshape(b, -1)), {}
-    if self.head == "dense":
+      hidden = features.reshape(b, -1)
+      stats: dict[str, Any] = {}
+    elif self.head == "dense":
       hidden = nn.relu(nn.Dense(self.width * self.width_multiplier, kernel_init=_INIT)(
           features.reshape(b, -1)))
-      stats: dict[str, Any] = {}
+      stats = {}
+      activations["penultimate"] = hidden
     else:
-      tokenizer = self.tokenizer
-      if tokenizer == "auto":
-        tokenizer = "per_feat" if features.ndim == 2 else "per_conv"
-      if features.ndim == 2:  # vector features: one token per feature, each embedded
-        check(tokenizer == "per_feat",
-              f"QNetwork.tokenizer={self.tokenizer!r} needs image features; the {encoder!r} encoder's vector "
-              "features take tokenizer='per_feat' (or 'auto'): one token per feature")
-        x = tokens.PerFeatureEmbedding(self.embedding_size, name="embedding")(features)
-      elif tokenizer == "per_conv":
-        x = tokens.per_conv(features)
-      elif tokenizer == "per_feat":
-        x = tokens.per_feat(features)
-      else:
-        x = tokens.PerPatch(self.embedding_size, tuple(self.patch_size))(features)
+      x = self._tokens(features, encoder)
       if self.head == "softmoe":
         y, stats = moe_modules.SoftMoE(
             self.num_experts, self.expert_hidden, self.capacity_factor,
             normalize=self.normalize, single_exponential=self.single_exponential, impl=self.moe_impl)(x)
-      else:
+      elif self.head == "top1":
         y, stats = moe_modules.Top1MoE(self.num_experts, self.expert_hidden,
                                        self.capacity_factor)(x)
+      else:
+        layer = (token_heads.TokenDense(self.width * self.width_multiplier) if self.head == "token_dense"
+                 else token_heads.TokenMLP(self.expert_hidden))
+        y, activations["penultimate"] = layer(x)
+        stats = {}
       hidden = y.reshape(b, -1)
+    if self.diagnostics:
+      activations["features"] = hidden
+      stats = {**stats, **{ACTIVATIONS + k: v for k, v in activations.items()}}
     return self._q_head(hidden), stats
+
+  def _tokens(self, features: jax.Array, encoder: str) -> jax.Array:
+    """The encoder's features as tokens [b, m, d] for the MoE and token heads (``tokenizer``)."""
+    tokenizer = self.tokenizer
+    if tokenizer == "auto":
+      tokenizer = "per_feat" if features.ndim == 2 else "per_conv"
+    if tokenizer == "flatten":  # no tokenization: one token of everything (images or vectors)
+      return tokens.flatten(features)
+    if features.ndim == 2:  # vector features: one token per feature, each embedded
+      check(tokenizer == "per_feat",
+            f"QNetwork.tokenizer={self.tokenizer!r} needs image features; the {encoder!r} encoder's vector "
+            "features take tokenizer='per_feat' (or 'auto'): one token per feature, or 'flatten'")
+      return tokens.PerFeatureEmbedding(self.embedding_size, name="embedding")(features)
+    if tokenizer == "per_conv":
+      return tokens.per_conv(features)
+    if tokenizer == "per_feat":
+      return tokens.per_feat(features)
+    return tokens.PerPatch(self.embedding_size, tuple(self.patch_size))(features)
 
   def _q_head(self, hidden: jax.Array) -> jax.Array:
     """The output layer: DQN's ``Dense(num_actions)``, or Rainbow's head (atoms, dueling, noisy)."""
@@ -186,6 +222,27 @@ class QNetwork(nn.Module):
     logits = RainbowHead(self.num_actions, self.num_atoms, noisy=self.noisy, dueling=self.dueling,
                          deterministic=self.deterministic, name="rainbow_head")(hidden)
     return logits[..., 0] if self.num_atoms == 1 else logits
+
+
+def scaled_single_expert(num_experts: int, expert_hidden: int) -> dict[str, int]:
+  """Network settings of one Soft-MoE expert scaled to the width of ``num_experts`` experts.
+
+  Sokar et al., ICLR 2025, Fig. 1 ("a single, scaled, expert"): ``num_experts=1`` and the expert's
+  hidden width ``num_experts * expert_hidden``, so that its MLP has the parameters of the n experts'
+  MLPs but for the output biases (``d`` instead of ``n * d``); the router differs by the slot count
+  (``m`` slots for one expert vs ``n * ceil(m / n)``).
+
+  Args:
+    num_experts: n, the number of experts whose width the one expert takes.
+    expert_hidden: each of the n experts' hidden width.
+
+  Returns:
+    ``{"num_experts": 1, "expert_hidden": num_experts * expert_hidden}``: ``QNetwork`` keyword
+    arguments (the ``network.*`` config keys) to merge over a Soft-MoE head's.
+  """
+  check_int(num_experts, "scaled_single_expert num_experts", meaning="the experts whose width the one expert takes")
+  check_int(expert_hidden, "scaled_single_expert expert_hidden", meaning="hidden width of each of those experts")
+  return {"num_experts": 1, "expert_hidden": num_experts * expert_hidden}
 
 
 def count_params(tree: Any) -> int:

@@ -7,6 +7,9 @@ Obando-Ceron et al., ICML 2024, Sec. 4 (Fig. 4) and Sokar et al., "Don't flatten
 * ``per_feat`` (PER_FEATUREMAP): c tokens of dim h*w, one per feature map.
 * ``per_patch`` (PER_PATCH): a Conv(embedding_size, patch, stride=patch, VALID) patch embedding,
   then one token per patch (dopamine names the conv ``embedding``).
+* ``flatten``: no tokenization: the whole flattened encoder output is one token [b, 1, h*w*c]
+  (of vector features, [b, 1, F]), the "flatten" side of Sokar et al.'s flatten-vs-tokenize
+  question (ICLR 2025) asked of an MoE head.
 
 Vector features [b, F] (an MLP torso's output) have no positions, so the one tokenization is
 ``per_feat``: each feature is a token, as each feature map is one under PER_FEATUREMAP (a vector
@@ -30,8 +33,9 @@ import jax.numpy as jnp
 
 from jaxlab.errors import check, check_int, is_int
 
-#: Tokenizer names; ``"auto"`` is "per_conv" for image features [b, h, w, c] and "per_feat" for vectors [b, F].
-TOKENIZERS = ("auto", "per_conv", "per_feat", "per_patch")
+#: Tokenizer names; ``"auto"`` is "per_conv" for image features [b, h, w, c] and "per_feat" for vectors [b, F];
+#: ``"flatten"`` is one token of every feature (no tokenization).
+TOKENIZERS = ("auto", "per_conv", "per_feat", "per_patch", "flatten")
 
 
 def per_conv(features: jax.Array) -> jax.Array:
@@ -43,6 +47,11 @@ def per_conv(features: jax.Array) -> jax.Array:
 def per_feat(features: jax.Array) -> jax.Array:
   """[b, h, w, c] -> [b, c, h*w]."""
   return jnp.swapaxes(per_conv(features), 1, 2)
+
+
+def flatten(features: jax.Array) -> jax.Array:
+  """[b, ...] -> [b, 1, prod(...)]: one token of the whole flattened encoder output."""
+  return features.reshape(features.shape[0], 1, -1)
 
 
 def check_patch_settings(module: str, embedding_size: int, patch_size: Sequence[int]) -> None:

@@ -33,6 +33,9 @@ A resumed run therefore starts fresh episodes in a fresh pool: the program recog
 with another pool by ``AtariData.epoch`` and restarts their episodes (the running episodes'
 returns are dropped, not counted). Not bit-identical to an uninterrupted run, unlike MinAtar.
 
+With ``network.diagnostics`` the loss also logs ``diag/...`` (dormant-neuron fractions, feature rank;
+:mod:`jaxlab.rl.diagnostics`) of the online network on its replay batch, as in ``dqn_minatar``.
+
 Bad input: every ``env.*`` / ``dqn.*`` key the task reads is checked before anything is built,
 each failure one line naming the key; an unknown game or a missing ROM names the game; a
 ``dqn.replay_capacity`` whose replay cannot fit in the memory of the mesh's devices (the host's for
@@ -271,7 +274,7 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     raise InputError(f"num_steps={num_steps} updates x dqn.update_period={steps_per_update} agent steps "
                      f"(+{prefill_steps} of random play) x env.frame_skip={e.frame_skip} exceed 2**31 - 1 frames, "
                      "the int32 frame counter; lower num_steps")
-  net, aux_weights = q_network_from_config(config.network, env.num_actions, rainbow=True)
+  net, aux_weights = q_network_from_config(config.network, env.num_actions, rainbow=True, diagnostics=True)
   check(not net.deterministic, "network.deterministic=True; the task sets it itself (inference uses the noisy "
         "layers' means, training samples noise): leave it False")
   obs_shape = (*env.frame_shape, STACK_SIZE)

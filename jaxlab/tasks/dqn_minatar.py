@@ -19,6 +19,8 @@ those of the acting forward passes, i.e. of the observations the agent acts on, 
 logged steps; the TD loss does not recompute them over its replay batch (on XLA:CPU that cost ~18%
 of a Soft-MoE update; docs/methods/soft_moe_rl.md, "Profile of one jitted call"). A Top-1 head's auxiliary
 losses are logged from the loss, which uses them.
+With ``network.diagnostics`` the loss also logs ``diag/...`` (dormant-neuron fractions, feature rank;
+:mod:`jaxlab.rl.diagnostics`) of the online network on its replay batch, as the papers measure them.
 
 ``env.name`` is a MinAtar game (Dopamine's conventions), any gymnax id ("CartPole-v1", ...) or an
 environment registered in ``jaxlab.rl.envs.ENVS`` (e.g. by a config file): see
@@ -145,7 +147,7 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   if isinstance(num_steps, int) and prefill_frames + num_steps * frames_per_step > MAX_FRAMES:
     raise InputError(f"num_steps={num_steps} updates x dqn.update_period={frames_per_step} frames (+{prefill_frames} "
                      "of random play) exceed 2**31 - 1, the int32 frame counter; lower num_steps")
-  net, aux_weights = q_network_from_config(config.network, env.num_actions, rainbow=True)
+  net, aux_weights = q_network_from_config(config.network, env.num_actions, rainbow=True, diagnostics=True)
   check(not net.deterministic, "network.deterministic=True; the task sets it itself (evaluation and inference "
         "use the noisy layers' means, training samples noise): leave it False")
   support = c51_support_from_config(config.network, d)  # None: scalar Q-values

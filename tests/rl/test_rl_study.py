@@ -15,7 +15,8 @@ from jaxlab.train.task import make_task
 from jaxlab.train.validate import validate_trainer_config
 
 STUDIES = [(m, arg) for m in (rl_expert_scaling, rl_momo_dqn) for arg in (None, "small")] + [
-    (rl_expert_scaling, "two_games"), (rl_expert_scaling, "full"), (rl_expert_scaling, "full_smoke")]
+    (rl_expert_scaling, "two_games"), (rl_expert_scaling, "full"), (rl_expert_scaling, "full_smoke"),
+    (rl_expert_scaling, "tokenize"), (rl_expert_scaling, "tokenize_small")]
 
 
 @pytest.mark.parametrize("module,arg", STUDIES, ids=lambda v: getattr(v, "__name__", str(v)).split(".")[-1])
@@ -82,3 +83,19 @@ def test_momo_cells_differ_only_in_the_optimizer():
   for c in configs.values():
     assert c.optimizer.eps == configs["adam"].optimizer.eps
     assert c.network.to_dict() == configs["adam"].network.to_dict()
+
+
+@pytest.mark.parametrize("arg", ["tokenize", "tokenize_small"])
+def test_tokenize_cells_differ_only_in_the_network_and_log_diagnostics(arg):
+  study = rl_expert_scaling.get_config(arg)
+  configs = {name: cell_config(study, name) for name in study.order}
+  heads = {name: c.network.head for name, c in configs.items()}
+  assert {"dense", "token_mlp", "softmoe_1_scaled"} <= set(heads)
+  if arg == "tokenize":
+    assert set(heads.values()) == {"dense", "token_dense", "token_mlp", "softmoe"}
+    assert configs["softmoe_8_flatten"].network.tokenizer == "flatten"
+  first = next(iter(configs.values()))
+  for c in configs.values():
+    assert c.network.diagnostics is True
+    assert {k: v for k, v in c.items() if k not in ("network", "name")} == \
+        {k: v for k, v in first.items() if k not in ("network", "name")}
