@@ -49,7 +49,8 @@ HUMAN_SCORES: dict[str, float] = {
     "Pong": 14.6, "PrivateEye": 69571.3, "Qbert": 13455.0, "RoadRunner": 7845.0, "Seaquest": 42054.7,
     "UpNDown": 11693.2}
 
-BOOTSTRAP_REPS = 2000  # rliable's colab and jaxlab.report use 2000 (rliable's default is 50000)
+#: Bootstrap replicates of the CIs: 2000, as ``jaxlab.report`` (rliable's ``get_interval_estimates`` default: 50000).
+BOOTSTRAP_REPS = 2000
 
 
 def check_atari_100k_game(game: object, key: str = "game") -> None:
