@@ -31,6 +31,13 @@ Cells go to ``<workdir>/cells/<game>__<head>.json`` as they finish (their traine
 checkpoints, beside them: a killed cell resumes); ``--out`` (default
 ``benchmarks/results/rl_der_study.json``) and its ``.png`` are rebuilt from the cell files.
 
+Cost (``--measure``, Pong, one update per agent step, batch 32, Nature CNN; on the 2-core CPU the
+studies ran on, at load average 10-12, i.e. shared about fivefold): seconds per 1k agent steps,
+1 seed: dense 569, Soft MoE 1067 (toy heads: 286 and 378); 3 vmapped seeds: dense 2191, Soft MoE
+1885. A 100k-step cell of 3 seeds is thus 2 to 2.5 days of that CPU, and the 2 games x 2 heads
+x 3 seeds design about 9 days: it is meant for an accelerator (``benchmarks/accelerator.py
+--parts=rl_studies``).
+
 The config: ``configs/dqn_atari.py`` with DER.gin's values set here (:data:`DER_SETTINGS`); those
 the task does not have yet (keys missing from the config) are listed under ``der_settings_missing``
 in every cell and the JSON, never silently dropped.
