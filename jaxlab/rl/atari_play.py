@@ -81,7 +81,7 @@ def eval_seeds(seeds: tuple[int, ...]) -> tuple[int, ...]:
 def make_reset(env: AtariEnv) -> Callable[[jax.Array], jax.Array]:
   """``reset(token) -> uint8 [num_envs, 84, 84]``: resets ``env``'s pool on the host, returns the first frames.
 
-  A ``custom_vmap`` function as :meth:`AtariEnv.first_frames` is: vmapped over the pool's runs
+  A ``custom_vmap`` function as :meth:`jaxlab.rl.AtariEnv.first_frames` is: vmapped over the pool's runs
   (``token`` must differ over them, e.g. the run's key data), one host reset serves them all
   (``[runs, num_envs, 84, 84]``). Every environment starts a new episode; the pool's next step
   is an ordinary step (not envpool's reset step).
