@@ -13,6 +13,13 @@ Writes ONE JSON (``--out``; default ``benchmarks/results/accelerator/<device kin
   head vs the dense head, same config otherwise: ms per update.
 * ``dqn_seeds``: whole-DQN frames/s (acting, replay, update in one program;
   ``benchmarks/rl_throughput.py``'s ``Ours``) with 1, 8 and 64 vmapped seeds.
+* ``rl_studies`` (not in the default ``--parts``; its own call, ``--parts=rl_studies``, under 9
+  minutes): the MinAtar expert-scaling design (``configs/rl_expert_scaling.py:full``: 2 games x 8
+  cells x 3 vmapped seeds x 1M frames, ``benchmarks/rl_study.py``) for the first half of its time
+  box, then the Atari 100k DER study (``benchmarks/rl_der_study.py``: DER vs DER + Soft MoE on 2
+  games x 3 vmapped seeds x 100k agent steps) for the rest. Each cell runs in a subprocess cut at
+  the deadline: the JSON lists the cells that finished (their returns and speed), the one that
+  was cut (the step its log reached) and those skipped.
 
 Each part has a time box (``PARTS``) inside an overall budget (``--budget_s``); a part or unit that
 finds no time left is recorded as skipped, never dropped silently. On a machine without a GPU the
@@ -22,6 +29,7 @@ to ``JAX_PLATFORMS=cuda``, so it cannot fall back to the CPU.
   python benchmarks/accelerator.py                       # on the GPU machine (or benchmarks/accelerator.sh)
   python benchmarks/accelerator.py --out <dir>/h200.json
   python benchmarks/accelerator.py --cpu-smoke --out <dir>/smoke.json   # every part at tiny size, on CPU
+  python benchmarks/accelerator.py --parts=rl_studies --budget_s=520    # the two RL studies (< 9 minutes)
 
 ``--cpu-smoke`` runs each part's code at toy sizes on the CPU (what the test suite does, so the
 script cannot rot); its numbers mean nothing.
@@ -304,10 +312,127 @@ def dqn_seeds(deadline: Deadline, smoke: bool, seed_counts: tuple[int, ...], upd
   return out
 
 
+# ------------------------------------------------------------------ part (e): the RL studies, time-boxed
+
+MIN_CELL_S = 20.0  # a cell is not started with less time than this left (start-up and compilation alone)
+
+
+def _run_until(cmd: list[str], seconds: float) -> dict[str, Any]:
+  """Runs ``cmd`` (a study's one-cell command) in its own process group, killed after ``seconds``.
+
+  The cell sees one device, as on a one-GPU machine: a CPU device count forced in ``XLA_FLAGS``
+  (the test suite's 8) is left out, since a cell's vmapped seeds are sharded over all devices.
+  """
+  flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", os.environ.get("XLA_FLAGS", "")).strip()
+  env = dict(os.environ, XLA_FLAGS=flags,
+             PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")])))
+  start = time.monotonic()
+  proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True)
+  try:
+    out, _ = proc.communicate(timeout=max(seconds, 0.1))
+    cut = False
+  except subprocess.TimeoutExpired:
+    os.killpg(proc.pid, 9)  # the process group this function started
+    out, _ = proc.communicate()
+    cut = True
+  return {"returncode": None if cut else proc.returncode, "cut": cut, "wall_s": round(time.monotonic() - start, 1),
+          "last_lines": [line for line in (out or "").splitlines() if line.strip()][-3:]}
+
+
+def _reached(workdir: pathlib.Path) -> dict[str, Any]:
+  """How far a cut cell got: its last logged step and training return (from its ``metrics.jsonl``)."""
+  path = workdir / "metrics.jsonl"
+  rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+  rows = [r for r in rows if "episode_return" in r]
+  if not rows:
+    return {"logged_step": None}
+  last = rows[-1]
+  return {"logged_step": last.get("step"), "episode_return": last.get("episode_return"),
+          **{k: last[k] for k in ("frames", "agent_steps") if k in last}}
+
+
+def _study_cells(units: list[tuple[str, list[str], pathlib.Path]], end: float,
+                 read: Callable[[str], dict[str, Any] | None]) -> dict[str, Any]:
+  """Runs ``(key, command, workdir)`` units in order until ``end``; ``read(key)``: a finished cell's record."""
+  ran, cut, skipped, failed = {}, {}, [], {}
+  for key, cmd, workdir in units:
+    left = end - time.monotonic()
+    if cut or left < MIN_CELL_S:
+      skipped.append(key)
+      continue
+    run = _run_until(cmd, left)
+    record = read(key)
+    if record is not None:
+      ran[key] = record
+    elif run["cut"]:
+      cut[key] = {**_reached(workdir), "wall_s": run["wall_s"]}
+    else:
+      failed[key] = run
+  return {"ran": ran, "cut": cut, "skipped": skipped, "failed": failed}
+
+
+def rl_studies(deadline: Deadline, smoke: bool, minatar_share: float = 0.5) -> dict[str, Any]:
+  """The MinAtar expert-scaling design, then the Atari 100k DER study, each cell until the deadline."""
+  import tempfile  # pylint: disable=import-outside-toplevel
+  tmp = pathlib.Path(tempfile.mkdtemp(prefix="accelerator_rl_"))
+  py = sys.executable
+  out: dict[str, Any] = {}
+
+  # MinAtar: configs/rl_expert_scaling.py:full, one benchmarks/rl_study.py call per (game, cell)
+  sys.path.insert(0, str(REPO))
+  from benchmarks.rl_study_cells import units  # pylint: disable=import-outside-toplevel
+  from jaxlab.config_files import load_config  # pylint: disable=import-outside-toplevel
+  spec = "rl_expert_scaling:" + ("full_smoke" if smoke else "full")
+  study = load_config(spec)
+  m_out, m_work = tmp / "minatar", tmp / "minatar_runs"
+  m_json = m_out / f"{study.prefix}.json"
+  m_units = [(key, [py, "benchmarks/rl_study.py", f"--config=configs/{spec.replace(':', '.py:')}",
+                    f"--config.out_dir={m_out}", f"--config.workdir={m_work}", f"--cells={key}"], m_work / key)
+             for key, _, _ in units(study)]
+  keep = ("cell", "game", "what", "parameters", "frames", "runs", "eval_return", "eval_episodes", "eval_capped",
+          "final_train_return", "frames_per_sec_all_runs", "wall_time_s")
+
+  def read_minatar(key: str) -> dict[str, Any] | None:
+    records = json.loads(m_json.read_text()) if m_json.exists() else {}
+    return {k: records[key][k] for k in keep if k in records[key]} if key in records else None
+  m_end = time.monotonic() + minatar_share * deadline.left()
+  out["minatar_expert_scaling"] = {"config": f"configs/{spec.replace(':', '.py:')}", "seeds": study.seeds,
+                                   "frames_per_run": study.base.num_steps * 4,
+                                   **_study_cells(m_units, min(m_end, deadline.end), read_minatar)}
+
+  # Atari 100k DER vs DER + Soft MoE: one benchmarks/rl_der_study.py call per (game, head)
+  from benchmarks import rl_der_study  # pylint: disable=import-outside-toplevel
+  d_work, d_json = tmp / "der", tmp / "der.json"
+  size = (["--size=tiny", "--agent_steps=150", "--eval_episodes=2", "--seeds=2", "--games=Pong"] if smoke else
+          ["--size=real", "--agent_steps=100000", "--eval_episodes=100", "--seeds=3"])  # Atari 100k, as the study
+  args = rl_der_study.parse_args(size + [f"--workdir={d_work}", f"--out={d_json}"])
+  d_units = [(f"{g}/{h}", [py, "benchmarks/rl_der_study.py", *(a for a in size if not a.startswith("--games=")),
+                           f"--games={g}", f"--heads={h}",
+                           f"--workdir={d_work}", f"--out={d_json}"], d_work / g / h)
+             for g in args.games for h in args.heads]
+
+  def read_der(key: str) -> dict[str, Any] | None:
+    path = d_work / "cells" / f"{key.replace('/', '__')}.json"
+    if not path.exists():
+      return None
+    r = json.loads(path.read_text())
+    return {k: r[k] for k in ("parameters", "agent_steps", "eval_return", "eval_episodes", "human_normalized",
+                              "s_per_1k_agent_steps", "wall_time_s", "der_settings_missing")}
+  der = _study_cells(d_units, deadline.end, read_der)
+  iqm = rl_der_study.report(args, der["skipped"])["iqm_human_normalized"] if der["ran"] else {}
+  out["atari100k_der"] = {"command": " ".join(d_units[0][1][1:2] + size) if d_units else "",
+                          "games": list(args.games), "heads": list(args.heads), "seeds": args.seeds,
+                          "agent_steps_per_run": args.agent_steps, **der, "iqm_human_normalized": iqm}
+  return out
+
+
 # ------------------------------------------------------------------ driver
 
 # name -> time box in seconds on the GPU (their sum + start-up stays under 8 minutes)
 PARTS = {"tests": 130, "dpot_ti": 120, "moe_vs_dense": 60, "dqn_seeds": 110}
+# parts run only when --parts names them (each its own call of the script), with their time box
+OPTIONAL_PARTS = {"rl_studies": 500}
 SMOKE_BOX_S = 600.0  # --cpu-smoke: every unit must run (on a loaded CPU too); no time boxes to speak of
 
 
@@ -343,14 +468,16 @@ def main(argv: list[str] | None = None) -> int:
                       help="every part at tiny size on the CPU (for the test suite; the numbers mean nothing)")
   parser.add_argument("--budget_s", type=float, default=440.0,
                       help="overall time budget in seconds (ignored by --cpu-smoke)")
-  parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+  parser.add_argument("--parts", default=",".join(PARTS),
+                      help=f"comma-separated subset of {','.join(PARTS)} (default), or {','.join(OPTIONAL_PARTS)}")
   parser.add_argument("--dpot_batch", type=int, default=32)
   parser.add_argument("--seeds", default="1,8,64", help="vmapped seed counts of part dqn_seeds")
   args = parser.parse_args(argv)
   parts = [p for p in args.parts.split(",") if p]
-  unknown = sorted(set(parts) - set(PARTS))
+  boxes = {**PARTS, **OPTIONAL_PARTS}
+  unknown = sorted(set(parts) - set(boxes))
   seed_counts = args.seeds.split(",")
-  problem = (f"--parts={args.parts!r}: unknown {unknown}; allowed: {', '.join(PARTS)}" if unknown or not parts else
+  problem = (f"--parts={args.parts!r}: unknown {unknown}; allowed: {', '.join(boxes)}" if unknown or not parts else
              f"--seeds={args.seeds!r}: must be comma-separated integers >= 1" if not all(
                  s.strip().isdigit() and int(s) >= 1 for s in seed_counts) else
              f"--dpot_batch={args.dpot_batch}: must be >= 1" if args.dpot_batch < 1 else
@@ -387,10 +514,11 @@ def main(argv: list[str] | None = None) -> int:
       "dpot_ti": lambda d: dpot_speed(d, smoke, 2 if smoke else args.dpot_batch, peaks, platform),
       "moe_vs_dense": lambda d: td_update_speed(d, smoke, 2 if smoke else 100),
       "dqn_seeds": lambda d: dqn_seeds(d, smoke, seeds, 2 if smoke else 250),
+      "rl_studies": lambda d: rl_studies(d, smoke),
   }
   failed = False
   for name in parts:  # the tests first: their subprocess finds the GPU's memory untouched
-    box = SMOKE_BOX_S if smoke else PARTS[name]
+    box = SMOKE_BOX_S if smoke else boxes[name]
     deadline = Deadline(box, overall_end)
     if deadline.left() <= 0:
       result["parts"][name] = {"status": "skipped: the overall budget is spent"}

@@ -53,6 +53,31 @@ def test_cpu_smoke_runs_every_part_into_one_json(tmp_path):
   assert parts["dqn_seeds"]["2"]["frames_per_s"] > 0
 
 
+@pytest.mark.slow  # the two RL studies' code paths at toy size on CPU, one subprocess per cell: minutes
+def test_cpu_smoke_of_the_rl_studies_part_records_what_ran(tmp_path):
+  out = tmp_path / "rl.json"
+  run = _run("--cpu-smoke", "--parts=rl_studies", "--out", str(out))
+  assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+  part = json.loads(out.read_text())["parts"]["rl_studies"]
+  assert part["status"] == "ok", part
+  minatar, der = part["minatar_expert_scaling"], part["atari100k_der"]
+  assert minatar["config"] == "configs/rl_expert_scaling.py:full_smoke"
+  # every unit is accounted for: finished, cut at the deadline, skipped or failed (none here)
+  assert not minatar["failed"] and not der["failed"], (minatar["failed"], der["failed"])
+  assert len(minatar["ran"]) + len(minatar["cut"]) + len(minatar["skipped"]) == 2 and minatar["ran"]
+  assert len(der["ran"]) + len(der["cut"]) + len(der["skipped"]) == 2 and der["ran"]
+  first = next(iter(der["ran"].values()))
+  assert first["eval_episodes"] == [2.0, 2.0] and len(first["human_normalized"]) == 2
+  assert all(r["wall_time_s"] > 0 for r in minatar["ran"].values())
+
+
+def test_the_rl_studies_part_is_not_in_the_default_run():
+  sys.path.insert(0, str(SCRIPT.parent))
+  import accelerator  # pylint: disable=import-outside-toplevel
+  assert tuple(accelerator.PARTS) == PARTS and "rl_studies" in accelerator.OPTIONAL_PARTS
+  assert accelerator.OPTIONAL_PARTS["rl_studies"] < 9 * 60  # one call of the script, start-up included, < 9 min
+
+
 def test_peak_table_matches_device_kinds():
   sys.path.insert(0, str(SCRIPT.parent))
   import accelerator  # pylint: disable=import-outside-toplevel

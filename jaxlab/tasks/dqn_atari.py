@@ -56,6 +56,7 @@ from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, make_atari, push_frame
 from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn
+from jaxlab.rl.atari_play import eval_seeds, eval_settings, make_play
 from jaxlab.rl.dqn_config import MAX_FRAMES, c51_support_from_config, check_dqn_settings, q_network_from_config
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
 from jaxlab.rl.replay_frames import FrameReplay, FrameStep, make_frame_replay
@@ -230,11 +231,15 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   with the context's runs (vmapped runs share one pool).
 
   Inference functions, each ``fn(params, obs)`` with ``obs`` uint8 ``[N, 84, 84, 4]`` (oldest
-  frame first): ``q_values`` (``[N, actions]``) and ``greedy_policy`` (``int32 [N]``). ``data``:
+  frame first): ``q_values`` (``[N, actions]``) and ``greedy_policy`` (``int32 [N]``); with
+  ``dqn.eval_episodes`` > 0 also ``play(params, rng, epsilon=0.001, max_steps=...)``, the task's
+  evaluation (one whole game in each of ``dqn.eval_episodes`` environments of a pool of its own,
+  :func:`jaxlab.rl.atari_play.make_play`) with ``epsilon`` set to ``dqn.eval_epsilon``. ``data``:
   ``env`` (the :class:`~jaxlab.rl.atari.AtariEnv`), ``num_actions``, ``obs_shape``.
   """
   _check_config(config)
   e, d = config.env, config.dqn
+  ev = eval_settings(d, e.max_episode_steps)  # dqn.eval_*, checked before anything is built
   step_via = resolve_step_via(e.step_via, ctx.mesh)
   n_envs = e.num_envs
   n_envs = errors.check_int(n_envs, "env.num_envs", 1)
@@ -333,12 +338,22 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
 
   fns = {"q_values": jax.jit(lambda params, obs: q_values(params, obs)[0]),
          "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_values(params, obs)[0], axis=-1).astype(jnp.int32))}
+  # Evaluation (dqn.eval_episodes > 0): whole games in a pool of its own, as Dopamine's Atari 100k runner
+  evaluate = None
+  if ev.episodes:
+    eval_env = make_atari(e.name, num_envs=ev.episodes, seeds=eval_seeds(seeds), sticky_action_prob=e.sticky_action_prob,
+                          frame_skip=e.frame_skip, max_episode_steps=e.max_episode_steps,
+                          full_action_space=e.full_action_space, step_via=step_via, num_threads=e.num_threads)
+    play = make_play(eval_env, lambda params, obs: q_values(params, obs)[0], max_steps=ev.max_steps)
+    evaluate = lambda state, rng: play(state.params, rng, ev.epsilon)  # noqa: E731
+    fns["play"] = jax.jit(play, static_argnames=("max_steps",))
   inference = Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,
                                                   "obs_shape": obs_shape})
-  return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,
+  return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data, evaluate=evaluate,
               init_extra=lambda params: jax.tree.map(jnp.copy, params),
               update_extra=dqn.periodic_sync(d.target_update_period // steps_per_update),
               throughput={"agent_steps": steps_per_update, "frames": steps_per_update * e.frame_skip},
               description=f"DQN Atari {e.name}, {config.network.head} head",
-              resume_safe=("env.step_via", "env.num_threads"),  # how the pool is stepped, not what
+              resume_safe=("env.step_via", "env.num_threads",  # how the pool is stepped, not what
+                           "dqn.eval_episodes", "dqn.eval_steps", "dqn.eval_epsilon"),  # evaluation only
               inference=inference)
