@@ -105,6 +105,9 @@ def _dqn() -> ml_collections.ConfigDict:
       "clip_rewards": True,             # Dopamine's Runner.clip_rewards: learn from clip(r, -1, 1)
       "update_horizon": 1,              # n of n-step returns (Dopamine's Rainbow: 3, DER: 10)
       "vmax": 10.0, "vmin": None,       # C51's support (network.num_atoms > 1); vmin None = -vmax
+      "eval_episodes": 0,               # > 0: whole games played greedily-ish in a pool of their own (off)
+      "eval_steps": 0,                  # agent steps an evaluation game may take; 0 = env.max_episode_steps
+      "eval_epsilon": 0.001,            # Dopamine's epsilon_eval
   })
   c.num_steps = agent_steps // c.dqn.update_period
   c.optimizer = ml_collections.ConfigDict({"name": "adam", "learning_rate": 6.25e-5, "eps": 1.5e-4})
@@ -137,6 +140,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                  epsilon_decay_period=2000)
     c.optimizer.learning_rate = 1e-4
     c.num_steps = 10 * 10_000  # Runner.num_iterations x training_steps agent steps, one update each
+    c.dqn.eval_episodes = 100  # Atari 100k's evaluation: 100 whole games after each 10k-step iteration
     c.steps_per_call, c.log_every, c.eval_every, c.checkpoint_every = 100, 1000, 10_000, 10_000
   if preset != "dqn":
     c.name = f"dqn_atari_{preset}"
@@ -148,6 +152,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.dqn.target_update_period = 32 if c.dqn.update_period == 4 else 8
     c.env.num_envs = 2 if c.dqn.update_period % 2 == 0 else 1
     c.steps_per_call = 5
+    c.dqn.eval_episodes = 0
     make_tiny(c, num_steps=20)
     if preset != "dqn":  # fewer updates: the Rainbow heads and the IMPALA encoder compile slower
       c.batch_size = 8
