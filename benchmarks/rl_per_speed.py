@@ -3,8 +3,10 @@ r"""Prioritised replay's priorities on this machine: jaxlab's two-level blocks v
 One prioritised-replay iteration as a Rainbow agent does it, inside ``lax.scan`` (the jitted RL
 loop), carry donated: ``num_envs`` new items at the largest priority recorded, a batch of 32
 drawn in proportion to the priorities, the batch's new priorities set. Contenders, all doing that
-work on the same capacities, timed round-robin in one process (minimum over rounds: the machine
-may be shared), so each ratio is measured side by side:
+work on the same capacities, timed round-robin in one process, so each ratio is measured side by
+side. Each call is timed in wall-clock time (minimum and median over rounds) and in the process's CPU
+time (``time.process_time``): on a shared machine the wall clock also counts the time other jobs
+held the cores, the CPU time does not. Contenders:
 
 * ``jaxlab_tree``: :mod:`jaxlab.rl.priorities` (what jaxlab uses);
 * ``flat_cumsum``, ``binary_tree``: our other two (benchmarks/rl_per_contenders.py);
@@ -14,7 +16,7 @@ may be shared), so each ratio is measured side by side:
 Before timing, each contender's sampling is checked: the probabilities it reports are ``p_i / sum
 p`` and 20,000 draws from 50 items of unequal priority match them (``correct`` in the output).
 
-  python benchmarks/rl_per_speed.py --out benchmarks/results/rl/per_speed.json
+  python benchmarks/rl_per_speed.py --rounds 15 --out benchmarks/results/rl/per_speed.json
 """
 
 from __future__ import annotations
@@ -109,6 +111,11 @@ def _check(init, setter, sampler) -> bool:
   return bool(ok_probs and ok_counts and idx.max() < n)
 
 
+def _stats(name: str, seconds: list[float]) -> dict[str, float]:
+  ordered = sorted(seconds)
+  return {f"{name}_min": round(1e6 * ordered[0], 2), f"{name}_median": round(1e6 * ordered[len(ordered) // 2], 2)}
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--capacities", default="100000,1000000")
@@ -122,20 +129,18 @@ def main() -> None:
   for capacity in (int(c) for c in args.capacities.split(",")):
     built = {name: _timed_program(*fns, capacity, args.num_envs, args.k) for name, fns in CONTENDERS.items()}
     state = {name: jax.block_until_ready(run(carry)) for name, (run, carry) in built.items()}  # compile, warm up
-    times = {name: [] for name in built}
+    wall, cpu = {name: [] for name in built}, {name: [] for name in built}
     for _ in range(args.rounds):
       for name, (run, _) in built.items():
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         state[name] = jax.block_until_ready(run(state[name]))
-        times[name].append((time.perf_counter() - start) / args.k)
-    for name, ts in times.items():
-      rows[f"{name}/capacity={capacity}"] = {"us_per_iteration_min": round(1e6 * min(ts), 2),
-                                              "us_per_iteration_median": round(1e6 * sorted(ts)[len(ts) // 2], 2)}
-    ours = rows[f"jaxlab_tree/capacity={capacity}"]["us_per_iteration_min"]
-    for name in CONTENDERS:
-      if name != "jaxlab_tree":
-        rows[f"ratio_{name}_over_jaxlab_tree/capacity={capacity}"] = round(
-            rows[f"{name}/capacity={capacity}"]["us_per_iteration_min"] / ours, 3)
+        wall[name].append((time.perf_counter() - start) / args.k)
+        cpu[name].append((time.process_time() - start_cpu) / args.k)
+    row = rows[str(capacity)] = {name: {**_stats("us_per_iteration", wall[name]), **_stats("cpu_us_per_iteration", cpu[name])}
+                                 for name in built}
+    for name in CONTENDERS:  # > 1: slower than ours
+      for key in ("us_per_iteration_min", "cpu_us_per_iteration_median"):
+        row[name][f"ratio_to_jaxlab_tree/{key}"] = round(row[name][key] / row["jaxlab_tree"][key], 3)
   result = {"benchmark": "rl_per_speed",
             "command": "python benchmarks/rl_per_speed.py " + " ".join(
                 f"--{k}={v}" for k, v in vars(args).items() if k != "out"),
@@ -143,7 +148,7 @@ def main() -> None:
             "backend": jax.default_backend(), "jax": jax.__version__, "machine": platform.machine(),
             "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
             "load_average_at_start": os.getloadavg()[0], "date": time.strftime("%Y-%m-%d"),
-            "correct": correct, "rows": rows}
+            "correct": correct, "capacities": rows}
   text = json.dumps(result, indent=1)
   print(text)
   if args.out:

@@ -18,8 +18,10 @@ down the ``log_F(capacity)`` levels, one gather of ``[B, F]`` children and a pre
 (a small matmul) each; an update writes the items, then recomputes each touched parent from its ``F`` children,
 level by level. Each level is its own array, written once after the level below it, so XLA updates
 all of them in place (a single node array read between scatters is copied whole on XLA:CPU), and
-a sum never drifts from what it sums. On XLA:CPU this beats a binary sum tree (ours and flashbax's)
-and a flat cumulative sum at capacities 100k and 1M (benchmarks/rl_per_speed.py).
+a sum never drifts from what it sums. On XLA:CPU (a shared 2-core machine) an add + sample 32 +
+update took 1.5x less CPU time than flashbax's binary sum tree with its CPU setter, 4.5x less than
+our batched binary tree and 20-160x less than a flat cumulative sum, at capacities 100k and 1M
+(benchmarks/rl_per_speed.py).
 """
 
 from __future__ import annotations
