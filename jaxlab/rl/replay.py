@@ -89,7 +89,7 @@ class Transition(NamedTuple):
 class PrioritizedReplayState(NamedTuple):
   """A prioritised replay's state: flashbax's buffer and the slots' priorities."""
 
-  buffer: ReplayState
+  buffer: Any  # flashbax's TrajectoryBufferState (ReplayState), as a uniform replay's whole state
   priorities: priorities.Priorities
 
 
