@@ -418,7 +418,7 @@ def rl_studies(deadline: Deadline, smoke: bool, minatar_share: float = 0.5) -> d
       return None
     r = json.loads(path.read_text())
     return {k: r[k] for k in ("parameters", "agent_steps", "eval_return", "eval_episodes", "human_normalized",
-                              "s_per_1k_agent_steps", "wall_time_s", "der_settings_missing")}
+                              "s_per_1k_agent_steps", "wall_time_s")}
   der = _study_cells(d_units, deadline.end, read_der)
   iqm = rl_der_study.report(args, der["skipped"])["iqm_human_normalized"] if der["ran"] else {}
   out["atari100k_der"] = {"command": " ".join(d_units[0][1][1:2] + size) if d_units else "",

@@ -38,9 +38,8 @@ studies ran on, at load average 10-12, i.e. shared about fivefold): seconds per 
 x 3 seeds design about 9 days: it is meant for an accelerator (``benchmarks/accelerator.py
 --parts=rl_studies``).
 
-The config: ``configs/dqn_atari.py`` with DER.gin's values set here (:data:`DER_SETTINGS`); those
-the task does not have yet (keys missing from the config) are listed under ``der_settings_missing``
-in every cell and the JSON, never silently dropped.
+The config: ``configs/dqn_atari.py:der`` (DER.gin's values; its protocol table is on the Soft-MoE
+RL methods page), with the game, the head, the budget and the seeds set here.
 """
 
 from __future__ import annotations
@@ -64,65 +63,13 @@ from jaxlab.rl.atari_scores import (ATARI_100K_GAMES, check_atari_100k_game, hum
 HEADS = ("dense", "softmoe")
 ITERATION_STEPS = 10_000  # Runner.training_steps, DER.gin:50: one Dopamine iteration, in agent steps
 DEFAULT_GAMES = ("Boxing", "Breakout")
-BASE_CONFIG = "dqn_atari"  # switch to "dqn_atari:der" once that preset exists (then DER_SETTINGS is a no-op)
-
-#: DER.gin's settings (google/dopamine @ 5873f54, dopamine/labs/moes/configs/DER.gin, by line) as
-#: config keys. Values the task has no key for are reported as missing.
-DER_SETTINGS: tuple[tuple[str, Any, str], ...] = (
-    ("dqn.gamma", 0.99, "DER.gin:11"),
-    ("dqn.update_horizon", 10, "DER.gin:13"),
-    ("dqn.min_replay_history", 1600, "DER.gin:14"),
-    ("dqn.update_period", 1, "DER.gin:15"),
-    ("dqn.target_update_period", 2000, "DER.gin:16"),
-    ("dqn.epsilon_end", 0.01, "DER.gin:17"),
-    ("dqn.epsilon_decay_period", 2000, "DER.gin:19"),
-    ("network.noisy", True, "DER.gin:22"),
-    ("network.dueling", True, "DER.gin:23"),
-    ("dqn.double_dqn", True, "DER.gin:24"),
-    ("network.num_atoms", 51, "DER.gin:25"),
-    ("dqn.vmax", 10.0, "DER.gin:26"),
-    ("dqn.vmin", -10.0, "DER.gin:26 (JaxFullRainbowAgent: vmin = -vmax)"),
-    ("dqn.replay_scheme", "prioritized", "DER.gin:27"),
-    ("network.num_experts", 4, "DER.gin:33"),
-    ("network.encoder", "nature", "DER.gin:36 (encoder_type = 'CNN')"),
-    ("optimizer.learning_rate", 1e-4, "DER.gin:40"),
-    ("optimizer.eps", 1.5e-4, "DER.gin:41"),
-    ("env.sticky_action_prob", 0.0, "DER.gin:47"),
-    ("env.terminal_on_life_loss", True, "DER.gin:48"),
-    ("env.max_episode_steps", 27_000, "DER.gin:51"),
-    ("batch_size", 32, "DER.gin:54"),
-)
-
+BASE_CONFIG = "dqn_atari:der"
 
 # ---------------------------------------------------------------- configs
 
-def _set(c: Any, key: str, value: Any) -> bool:
-  """Sets ``key`` (dotted) in ``c`` if the config has it; returns whether it did."""
-  *path, leaf = key.split(".")
-  node = c
-  for part in path:
-    if part not in node:
-      return False
-    node = node[part]
-  if leaf not in node:
-    return False
-  node[leaf] = value
-  return True
-
-
-def _set_new(c: Any, key: str, value: Any) -> None:
-  """Sets ``key`` even where the config lacks it (the evaluation keys the task reads with defaults)."""
-  *path, leaf = key.split(".")
-  node = c
-  for part in path:
-    node = node[part]
-  with node.unlocked():
-    node[leaf] = value
-
-
 def cell_config(game: str, head: str, *, agent_steps: int, seeds: int, size: str, eval_episodes: int
-                ) -> tuple[Any, list[str]]:
-  """The trainer config of one cell and the DER settings the config could not take.
+                ) -> Any:
+  """The trainer config of one cell: the ``der`` preset for this game, head, budget and seeds.
 
   Args:
     game: an Atari 100k game.
@@ -133,12 +80,11 @@ def cell_config(game: str, head: str, *, agent_steps: int, seeds: int, size: str
     eval_episodes: evaluation environments per run after the last update (Dopamine: 100).
 
   Returns:
-    ``(config, missing)``: ``missing`` lists ``"key=value (DER.gin:line)"`` of the settings left out.
+    The config.
   """
   from jaxlab.config_files import load_config  # noqa: PLC0415
 
   c = load_config(BASE_CONFIG)
-  missing = [f"{k}={v!r} ({where})" for k, v, where in DER_SETTINGS if not _set(c, k, v)]
   c.name = f"rl_der_study/{game}/{head}"
   c.env.name = game
   c.network.head = head
@@ -151,13 +97,14 @@ def cell_config(game: str, head: str, *, agent_steps: int, seeds: int, size: str
     warmup = c.dqn.min_replay_history = min(64, agent_steps // 2)
     c.dqn.epsilon_decay_period = max(1, agent_steps // 4)
     c.dqn.target_update_period = 32
-  # one update per agent step (update_period 1) after the warm-up's ceil(warmup / 1) + 1 agent steps
-  prefill = warmup + 1
+  # one update per agent step (update_period 1) after the warm-up's warmup + n agent steps (dqn_atari's
+  # prefill: the newest n slots have no n-step successor yet)
+  prefill = warmup + c.dqn.update_horizon
   steps_per_call = 8 if size == "tiny" else 200
   num_steps = (agent_steps - prefill) // steps_per_call * steps_per_call
   if num_steps <= 0:
     raise InputError(f"--agent_steps={agent_steps} leaves no updates after the {prefill} agent steps of warm-up "
-                     f"(dqn.min_replay_history + 1) in calls of {steps_per_call}; allowed: >= {prefill + steps_per_call}")
+                     f"(dqn.min_replay_history + dqn.update_horizon) in calls of {steps_per_call}; allowed: >= {prefill + steps_per_call}")
   c.num_steps = num_steps
   c.steps_per_call = steps_per_call
   iteration = ITERATION_STEPS if size == "real" else max(steps_per_call, num_steps // 3)
@@ -167,10 +114,8 @@ def cell_config(game: str, head: str, *, agent_steps: int, seeds: int, size: str
   c.dqn.replay_capacity = agent_steps + 8  # every transition stays (DER.gin:53: 1M, "a proxy for unbounded")
   c.runs.seeds = seeds
   c.mesh = (("data", 1), ("model", 1))  # one device: envpool steps inside the program
-  _set_new(c, "dqn.eval_episodes", eval_episodes)
-  _set_new(c, "dqn.eval_steps", 0)  # every game ends by env.max_episode_steps
-  _set_new(c, "dqn.eval_epsilon", 0.001)  # epsilon_eval, DER.gin:18
-  return c, missing
+  c.dqn.eval_episodes = eval_episodes
+  return c
 
 
 # ---------------------------------------------------------------- one cell
@@ -221,7 +166,7 @@ def run_cell(game: str, head: str, args: argparse.Namespace) -> dict[str, Any]:
   from jaxlab.train.metrics_writer import read_metrics  # noqa: PLC0415
   from jaxlab.train.trainer import train  # noqa: PLC0415
 
-  c, missing = cell_config(game, head, agent_steps=args.agent_steps, seeds=args.seeds, size=args.size,
+  c = cell_config(game, head, agent_steps=args.agent_steps, seeds=args.seeds, size=args.size,
                            eval_episodes=args.eval_episodes)
   workdir = os.path.join(args.workdir, game, head)
   t0 = time.perf_counter()
@@ -236,7 +181,6 @@ def run_cell(game: str, head: str, args: argparse.Namespace) -> dict[str, Any]:
       "agent_steps": int(np.asarray(last["agent_steps"]).reshape(-1)[0]), "agent_steps_budget": args.agent_steps,
       "frames": int(np.asarray(last["frames"]).reshape(-1)[0]), "updates": int(s["steps"]),
       "parameters": s["parameters"], "network": c.network.to_dict(), "dqn": c.dqn.to_dict(), "env": c.env.to_dict(),
-      "der_settings_missing": missing,
       "eval_return": eval_return,
       "eval_episodes": _per_run(s["eval_episodes"], runs), "eval_capped": _per_run(s["eval_capped"], runs),
       "human_normalized": [float(human_normalized(game, x)) for x in eval_return],

@@ -34,14 +34,13 @@ docs/methods/soft_moe_rl.md ("Protocol table: ..."):
 * ``dqn_impala``: ``labs/moes/configs/dqn_impala.gin``, the same DQN on the IMPALA encoder (``ImpalaMoE``);
 * ``full_rainbow``: ``labs/moes/configs/full_rainbow.gin`` (``JaxFullRainbowMoEAgent`` on
   ``FullRainbowMoENetwork``): C51 with 51 atoms on [-10, 10], 3-step returns, dueling noisy head,
-  Double DQN, epsilon 0 (noisy nets), the IMPALA encoder, 4 experts;
-* ``der``: ``labs/moes/configs/DER.gin`` (data-efficient Rainbow on Atari 100k): 10-step returns, an
+  Double DQN, epsilon 0 (noisy nets), prioritised replay, the IMPALA encoder, 4 experts;
+* ``der``: ``labs/moes/configs/DER.gin`` (data-efficient Rainbow on Atari 100k): the same head and
+  prioritised replay, 10-step returns, an
   update every agent step, 1,600 steps of warm-up, target sync every 2,000, Adam 1e-4, no sticky
   actions, terminal on life loss, 100k agent steps, the Nature-CNN encoder, 4 experts.
 
 ``--config=configs/dqn_atari.py:der,tiny`` is the preset shrunk to seconds; ``:tiny`` alone is ``dqn,tiny``.
-Prioritised replay (Dopamine's ``replay_scheme = 'prioritized'`` in both Rainbow gins) is not set
-here: the presets sample uniformly (the protocol tables mark it).
 """
 
 
@@ -105,6 +104,7 @@ def _dqn() -> ml_collections.ConfigDict:
       "clip_rewards": True,             # Dopamine's Runner.clip_rewards: learn from clip(r, -1, 1)
       "update_horizon": 1,              # n of n-step returns (Dopamine's Rainbow: 3, DER: 10)
       "vmax": 10.0, "vmin": None,       # C51's support (network.num_atoms > 1); vmin None = -vmax
+      "replay_scheme": "uniform",       # "prioritized": Schaul et al. 2016 as Dopamine's Rainbow (alpha = beta = 0.5)
       "eval_episodes": 0,               # > 0: whole games played greedily-ish in a pool of their own (off)
       "eval_steps": 0,                  # agent steps an evaluation game may take; 0 = env.max_episode_steps
       "eval_epsilon": 0.001,            # Dopamine's epsilon_eval
@@ -118,7 +118,7 @@ def _dqn() -> ml_collections.ConfigDict:
 def _rainbow(c: ml_collections.ConfigDict) -> None:
   """What full_rainbow.gin and DER.gin share: JaxFullRainbowAgent's head and loss on FullRainbowMoENetwork."""
   c.network.update(num_atoms=51, dueling=True, noisy=True, num_experts=4, expert_hidden=512)
-  c.dqn.update(double_dqn=True, vmax=10.0, vmin=None, epsilon_schedule="zero")
+  c.dqn.update(double_dqn=True, vmax=10.0, vmin=None, epsilon_schedule="zero", replay_scheme="prioritized")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -35,7 +35,8 @@ time limit, no sticky actions) or your own registered in ``jaxlab.rl.envs.ENVS``
 torso with per-feature tokens for vector observations, the MinAtar conv with per-position tokens
 for images. Rainbow's pieces are options of the same agent (docs/methods/soft_moe_rl.md, "Rainbow's
 pieces and the IMPALA encoder"): ``--config.network.num_atoms=51 --config.dqn.update_horizon=3
---config.network.dueling=True --config.network.noisy=True --config.dqn.double_dqn=True``.
+--config.network.dueling=True --config.network.noisy=True --config.dqn.double_dqn=True
+--config.dqn.replay_scheme=prioritized``.
 """
 
 import ml_collections
@@ -85,6 +86,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "loss": "mse",                    # Dopamine's mse_loss, err**2
       "clip_rewards": True,             # Dopamine's Runner.clip_rewards: learn from clip(r, -1, 1)
       "update_horizon": 1,              # n of n-step returns (Dopamine's Rainbow: 3)
+      "replay_scheme": "uniform",       # or "prioritized" (Schaul et al. 2016, as Dopamine's Rainbow)
       "vmax": 10.0, "vmin": None,       # C51's support (network.num_atoms > 1); vmin None = -vmax
       # Evaluation (Dopamine's MinAtar TrainRunner has none): one whole episode per env, capped
       # at eval_steps steps per env (27000: Dopamine's default Runner.max_steps_per_episode);

@@ -151,6 +151,11 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "Every part of one jitted DQN call timed, against a matmul peak measured in the same run.",
         "python benchmarks/rl_profile.py --heads=dense,softmoe --num_envs=1,4 --rounds=3 --out benchmarks/results/rl/profile.json",
         _RL),
+    "rl/per_speed.json": (
+        "Prioritised replay's priorities on XLA:CPU: jaxlab's fan-out-16 sum tree vs flashbax's sum tree, a binary "
+        "tree and a flat cumulative sum (add + sample 32 + update, capacities 100k and 1M).",
+        "python benchmarks/rl_per_speed.py --rounds 15 --out benchmarks/results/rl/per_speed.json",
+        _RL),
     "rl/td_update_speed.json": (
         "The jitted DQN's TD update and its parts on XLA:CPU, against the CleanRL-style loop.",
         "cd benchmarks && python rl_td_update_speed.py --k 100 --rounds 5 --out results/rl/td_update_speed.json",

@@ -16,6 +16,7 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 import jax
+import jax.numpy as jnp
 
 from jaxlab.rl import diagnostics, distributional, dqn
 from jaxlab.rl.networks import QNetwork
@@ -86,7 +87,7 @@ class AgentNetwork:
 
 
 def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn: bool, loss: str,
-                 aux_weights: Mapping[str, float], log_routing: bool = True
+                 aux_weights: Mapping[str, float], log_routing: bool = True, per_sample: bool = False
                  ) -> Callable[[Any, Any, jax.Array, Any], tuple[jax.Array, dict]]:
   """``loss_fn(params, batch, rng, target_params)`` for the shared train step: :func:`~jaxlab.rl.td_loss`.
 
@@ -98,6 +99,8 @@ def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn:
     loss: "mse" or "huber" (scalar Q-values; C51 uses its cross-entropy).
     aux_weights: a Top-1 head's auxiliary-loss weights.
     log_routing: log the loss's routing statistics.
+    per_sample: also return the per-transition losses (``metrics[PER_SAMPLE]``, for prioritised
+      replay's :func:`priority_update`).
 
   Returns:
     The loss function; with noisy layers ``rng`` gives the online pass's key and the target's. A
@@ -114,7 +117,7 @@ def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn:
       target_fn = lambda p, obs: agent.q_fn(p, obs, k_target)
     value, metrics = dqn.td_loss(strip(online_fn), params, target_params, batch, gamma=gamma ** horizon,
                                  double_dqn=double_dqn, loss=loss, aux_weights=aux_weights, log_routing=log_routing,
-                                 support=agent.support, target_q_fn=strip(target_fn))
+                                 support=agent.support, target_q_fn=strip(target_fn), per_sample=per_sample)
     if agent.net.diagnostics:
       metrics.update(diagnostics.replay_diagnostics(agent.q_fn, params, batch.obs))
     return value, metrics
@@ -124,3 +127,28 @@ def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn:
 def strip(q_fn: dqn.QFn) -> dqn.QFn:
   """``q_fn`` whose stats leave out ``network.diagnostics``' activations (the TD loss logs none)."""
   return lambda params, obs: (lambda out: (out[0], diagnostics.without_activations(out[1])))(q_fn(params, obs))
+
+
+def priority_update(replay: Any) -> Callable[[Any, Any, Mapping[str, jax.Array]], Any]:
+  """``Task.update_data`` of prioritised replay: the drawn transitions' new priorities from their losses.
+
+  Schaul et al. 2016 as Dopamine's ``JaxFullRainbowAgent`` (full_rainbow_agent.py:411-422 @ 5873f54):
+  after the update each drawn transition gets :math:`\sqrt{\ell_i + 10^{-10}}` from its TD loss
+  (``replay.update_priorities``). A row the loss ignored (``weight`` 0: an n-step window cut by a
+  truncation) gets priority ~0, so it is not drawn again.
+
+  Args:
+    replay: a prioritised replay (``jaxlab.rl.replay`` or ``jaxlab.rl.replay_frames``) whose state is
+      ``data_state.replay``.
+
+  Returns:
+    ``update_data(state, batch, per_sample) -> data_state``.
+  """
+
+  def update_data(state, batch, per_sample):
+    losses = per_sample["td_loss"]
+    if batch.weight is not None:
+      losses = jnp.where(batch.weight > 0, losses, 0.0)
+    data = state.data_state
+    return data._replace(replay=replay.update_priorities(data.replay, batch.index, losses))
+  return update_data

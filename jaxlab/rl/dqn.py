@@ -21,6 +21,7 @@ import optax
 from jaxlab import errors
 from jaxlab.errors import check
 from jaxlab.rl import distributional
+from jaxlab.train.step import PER_SAMPLE
 
 QFn = Callable[[Any, jax.Array], tuple[jax.Array, dict[str, jax.Array]]]  # (params, obs) -> (q, stats)
 LOSSES = ("huber", "mse")
@@ -96,7 +97,8 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
             double_dqn: bool = False, loss: str = "mse",
             aux_weights: Mapping[str, float] | None = None,
             log_routing: bool = True, support: jax.Array | None = None,
-            target_q_fn: QFn | None = None) -> tuple[jax.Array, dict[str, jax.Array]]:
+            target_q_fn: QFn | None = None,
+            per_sample: bool = False) -> tuple[jax.Array, dict[str, jax.Array]]:
   r"""One-step TD loss on a replay batch (``obs, action, reward, discount, next_obs``).
 
   .. math::
@@ -141,6 +143,19 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   Double-DQN selector: a noisy network's task binds another noise key into it than into ``q_fn``,
   as Dopamine's full Rainbow draws one key for the online pass and another for the target's.
 
+  Prioritised replay (Schaul et al. 2016, as Dopamine's ``JaxFullRainbowAgent``): a batch with an
+  ``importance`` field (float [B], the loss weights :math:`w_i` of Eq. 2,
+  :func:`~jaxlab.rl.priorities.importance_weights`) weights each transition's TD loss,
+  :math:`\mathrm{mean}_i\, w_i \ell_i` (with ``weight``: :math:`\sum_i m_i w_i \ell_i / \max(\sum_i m_i, 1)`),
+  as Dopamine's ``jnp.mean(loss_multipliers * loss)``
+  (dopamine/jax/agents/full_rainbow/full_rainbow_agent.py:172 @ 5873f54); ``q_mean`` and
+  ``td_abs_error`` stay unweighted. ``per_sample=True`` adds the unweighted per-transition TD
+  loss :math:`\ell_i` (float32 [B]; the cross-entropy under C51) to the metrics as
+  ``metrics[jaxlab.train.step.PER_SAMPLE] = {"td_loss": ...}``, which the train step hands to the
+  task's ``update_data`` instead of logging it: the new priorities
+  :math:`\sqrt{\ell_i + 10^{-10}}` (Eq. 1 with :math:`\alpha = 0.5`; full_rainbow_agent.py:190-191,
+  411-422).
+
   ``batch.action`` must have an integer dtype and shape [B] (checked at trace time). A concrete
   action outside ``[0, num_actions)`` is refused; a traced one cannot be checked, and makes its
   ``Q(s, a)``, hence the loss, NaN (negative ones too, which indexing would otherwise wrap to a
@@ -159,11 +174,14 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   obs, next_obs = batch.obs, batch.next_obs
   target_q_fn = q_fn if target_q_fn is None else target_q_fn
   mean = _batch_mean(getattr(batch, "weight", None))
+  td_mean = _importance_mean(mean, getattr(batch, "importance", None))
   if support is not None:
     value, q_taken, error, stats = _c51_values(q_fn, target_q_fn, params, target_params, batch, gamma,
                                                double_dqn, support)
-    td = mean(value)
+    td = td_mean(value)
     metrics = {"td_loss": td, "q_mean": mean(q_taken), "td_abs_error": mean(jnp.abs(error))}
+    if per_sample:
+      metrics[PER_SAMPLE] = {"td_loss": value}
     return _with_aux(td, metrics, stats, aux_weights, log_routing)
   q, stats = q_fn(params, obs)
   q_taken = _q_of_actions(q, batch.action).astype(jnp.float32)
@@ -178,8 +196,10 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   target = jax.lax.stop_gradient(reward + gamma * discount * next_value.astype(jnp.float32))
   error = q_taken - target
   value = optax.huber_loss(error, delta=1.0) if loss == "huber" else squared_error(error)
-  td = mean(value)
+  td = td_mean(value)
   metrics = {"td_loss": td, "q_mean": mean(q_taken), "td_abs_error": mean(jnp.abs(error))}
+  if per_sample:
+    metrics[PER_SAMPLE] = {"td_loss": value}
   return _with_aux(td, metrics, stats, aux_weights, log_routing)
 
 
@@ -225,6 +245,15 @@ def _batch_mean(weight: Any) -> Callable[[jax.Array], jax.Array]:
   check(jnp.ndim(weight) == 1, f"batch.weight of shape {jnp.shape(weight)}; must be [batch], one per transition")
   total = jnp.maximum(jnp.sum(weight), 1.0)
   return lambda x: jnp.sum(weight * x) / total
+
+
+def _importance_mean(mean: Callable[[jax.Array], jax.Array], importance: Any) -> Callable[[jax.Array], jax.Array]:
+  """``mean`` of the losses times prioritised replay's loss weights, or ``mean`` without them."""
+  if importance is None:
+    return mean
+  check(jnp.ndim(importance) == 1, f"batch.importance of shape {jnp.shape(importance)}; must be [batch], "
+        "one loss weight per transition")
+  return lambda x: mean(importance.astype(jnp.float32) * x)
 
 
 def _q_of_actions(q: jax.Array, action: Any) -> jax.Array:

@@ -20,6 +20,8 @@ from jaxlab.rl.networks import QNetwork
 MAX_FRAMES = 2**31 - 1
 #: Network config key (a ``QNetwork`` attribute) -> the Top-1 MoE auxiliary loss it weights (``dqn.AUX_LOSSES``).
 AUX_WEIGHT_KEYS = {"importance_weight": "importance_loss", "load_balancing_weight": "load_balancing_loss"}
+#: ``dqn.replay_scheme`` values, as Dopamine's ``JaxFullRainbowAgent`` (full_rainbow_agent.py:353 @ 5873f54).
+REPLAY_SCHEMES = ("uniform", "prioritized")
 
 
 def check_count(key: str, value: Any, low: int, what: str = "") -> None:
@@ -63,6 +65,9 @@ def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, 
   check(errors.is_int(horizon) and 1 <= horizon <= 1000,
         f"dqn.update_horizon={horizon!r}; must be an int in [1, 1000] (the n of n-step returns; 1 = one-step, "
         "Dopamine's Rainbow: 3)")
+  scheme = d.get("replay_scheme", "uniform")
+  check(scheme in REPLAY_SCHEMES, f"dqn.replay_scheme={scheme!r}; choose one of {REPLAY_SCHEMES} (prioritized: "
+        "Schaul et al. 2016 as Dopamine's Rainbow)")
   vmax, vmin = d.get("vmax", 10.0), d.get("vmin")
   check(errors.is_real(vmax) and math.isfinite(vmax) and vmax > 0,
         f"dqn.vmax={vmax!r}; must be a finite number > 0 (C51's largest atom; Dopamine: 10)")

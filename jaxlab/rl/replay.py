@@ -20,6 +20,18 @@ without time limits (the MinAtar/Dopamine default of :mod:`jaxlab.rl.envs`) or s
 ``discount = 0`` there too. n-step runs (``horizon`` > 1, sampled as ``horizon + 1`` consecutive
 slots) store ``done`` as well: a terminal step zeroes every later reward and the bootstrap, and a
 row whose horizon is cut by a truncation gets weight 0 (:func:`n_step_transitions`).
+
+Prioritised replay (``make_replay(..., prioritized=True)``; Schaul et al. 2016 as Dopamine's
+``JaxFullRainbowAgent``, :mod:`jaxlab.rl.priorities`): the state is a
+:class:`PrioritizedReplayState`, flashbax's buffer plus one priority per slot (flat index
+``env * slots_per_env + t``). A slot's priority is 0 while its transition is incomplete (the
+newest ``horizon`` slots of each row) and becomes the largest priority recorded so far when its
+last successor is written, as Dopamine's replay adds a transition once its n steps are in
+(full_rainbow_agent.py:460-466 @ 5873f54); writing over a slot zeroes it. So exactly the complete
+transitions can be drawn. :meth:`TransitionReplay.sample_transitions` draws in proportion to the
+priorities and returns the loss weights (``Transition.importance``) and the slots
+(``Transition.index``); :meth:`TransitionReplay.update_priorities` sets the drawn slots' priorities
+from their per-sample losses after the update.
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ import jax.numpy as jnp
 
 from jaxlab import errors
 from jaxlab.errors import InputError, check
+from jaxlab.rl import priorities
 from jaxlab.rl.distributional import n_step_returns
 from jaxlab.rl.replay_sizes import checked_sizes
 
@@ -58,7 +71,9 @@ class Transition(NamedTuple):
   """A sampled batch; leaves have leading axis ``batch_size``.
 
   ``weight`` (float [B], or None) marks rows to leave out of the loss with 0
-  (:func:`jaxlab.rl.dqn.td_loss`): n-step rows whose horizon is cut by a truncation.
+  (:func:`jaxlab.rl.dqn.td_loss`): n-step rows whose horizon is cut by a truncation. A
+  prioritised replay also sets ``importance`` (float32 [B], the loss weights) and ``index`` (int32
+  [B], the drawn slots, for :meth:`TransitionReplay.update_priorities`); None otherwise.
   """
 
   obs: jax.Array
@@ -67,6 +82,15 @@ class Transition(NamedTuple):
   discount: jax.Array
   next_obs: jax.Array
   weight: Any = None
+  importance: Any = None
+  index: Any = None
+
+
+class PrioritizedReplayState(NamedTuple):
+  """A prioritised replay's state: flashbax's buffer and the slots' priorities."""
+
+  buffer: Any  # flashbax's TrajectoryBufferState (ReplayState), as a uniform replay's whole state
+  priorities: priorities.Priorities
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,18 +103,24 @@ class TransitionReplay:
   min_size: int      # transitions needed before sampling (Dopamine's min_replay_history)
   _buffer: Any = dataclasses.field(repr=False, compare=False)
   horizon: int = 1   # n: ``sample_sequences`` reads n + 1 consecutive slots; 1 = ``sample``'s pairs
+  prioritized: bool = False  # the state carries priorities (see the module docstring)
 
   @property
   def slots_per_env(self) -> int:
     return self.capacity // self.num_envs
 
-  def init(self, example: TimeStep) -> ReplayState:
-    """An empty buffer for steps shaped like ``example`` (one step of one env, no batch axis)."""
+  def init(self, example: TimeStep) -> ReplayState | PrioritizedReplayState:
+    """An empty buffer for steps shaped like ``example`` (one step of one env, no batch axis);
+    with its priorities (all 0) if the replay is prioritised."""
     example = jax.tree.map(jnp.asarray, example)
     _check_action_dtype(example, "example.action")
-    return self._buffer.init(example)
+    buffer = self._buffer.init(example)
+    if self.prioritized:
+      return PrioritizedReplayState(buffer, priorities.init(self.capacity))
+    return buffer
 
-  def add(self, state: ReplayState, steps: TimeStep) -> ReplayState:
+  def add(self, state: ReplayState | PrioritizedReplayState, steps: TimeStep
+          ) -> ReplayState | PrioritizedReplayState:
     """Writes one step of every environment (leaves with leading axis ``num_envs``).
 
     Shapes and dtypes are static, so a step unlike the buffer's (another ``num_envs``, a float
@@ -98,6 +128,8 @@ class TransitionReplay:
     the action count): the TD loss makes an out-of-range one NaN (:func:`jaxlab.rl.dqn.td_loss`).
     """
     _check_action_dtype(steps, "steps.action")
+    if isinstance(state, PrioritizedReplayState):
+      return PrioritizedReplayState(self.add(state.buffer, steps), self._add_priorities(state))
     held = dict(jax.tree_util.tree_leaves_with_path(state.experience))
     for path, leaf in jax.tree_util.tree_leaves_with_path(steps):
       want = held.get(path)
@@ -112,8 +144,22 @@ class TransitionReplay:
       return self._buffer.add(state, jax.tree.map(lambda x: x[:, None], steps))
     return self._buffer.add(state, steps)
 
-  def num_transitions(self, state: ReplayState) -> jax.Array:
+  def _add_priorities(self, state: PrioritizedReplayState) -> priorities.Priorities:
+    """The priorities after :meth:`add` writes slot ``s`` of every row: 0 there (its old
+    transition is gone, the new one incomplete), the largest recorded at ``s - horizon``, whose
+    transition the write completes (if that slot holds one)."""
+    t, s, h = self.slots_per_env, state.buffer.current_index, self.horizon
+    rows = jnp.arange(self.num_envs, dtype=jnp.int32) * t
+    completed = state.buffer.is_full | (s >= h)
+    value = jnp.where(completed, state.priorities.max_priority, 0.0)
+    index = jnp.concatenate([rows + s, rows + (s - h) % t])
+    values = jnp.concatenate([jnp.zeros((self.num_envs,), jnp.float32),
+                              jnp.broadcast_to(value, (self.num_envs,)).astype(jnp.float32)])
+    return priorities.set_priorities(state.priorities, index, values)
+
+  def num_transitions(self, state: ReplayState | PrioritizedReplayState) -> jax.Array:
     """Complete transitions held (int32): ``num_envs * (filled slots per env - horizon)``."""
+    state = _buffer_of(state)
     filled = jnp.where(state.is_full, self.slots_per_env, state.current_index)
     return self.num_envs * jnp.maximum(filled - self.horizon, 0)
 
@@ -129,6 +175,7 @@ class TransitionReplay:
     """
     check(self.horizon == 1, f"sample reads pairs of slots; a replay of horizon {self.horizon} samples "
           "with sample_sequences")
+    state = _buffer_of(state)
     self._check_held(state)
     pair = self._buffer.sample(state, rng).experience
     first, second = pair.first, pair.second
@@ -140,8 +187,54 @@ class TransitionReplay:
     with replacement: leaves ``[batch_size, horizon + 1, ...]`` (:func:`n_step_transitions`)."""
     check(self.horizon > 1, "sample_sequences needs a replay of horizon > 1 (make_replay's horizon); "
           "a horizon-1 replay samples pairs with sample")
+    state = _buffer_of(state)
     self._check_held(state)
     return self._buffer.sample(state, rng).experience
+
+  def sample_transitions(self, state: ReplayState | PrioritizedReplayState, rng: jax.Array,
+                         gamma: float) -> Transition:
+    """``batch_size`` transitions of the replay's horizon and scheme, ready for the TD loss.
+
+    Uniform: :meth:`sample` (horizon 1) or :func:`n_step_transitions` of
+    :meth:`sample_sequences`. Prioritised: drawn i.i.d. with probability ``P(i)`` proportional to
+    the slots' priorities (:func:`~jaxlab.rl.priorities.sample`), with ``importance`` =
+    :func:`~jaxlab.rl.priorities.importance_weights` of ``P`` and ``index`` the slots drawn.
+
+    Args:
+      state: the replay's state.
+      rng: a key.
+      gamma: the per-step discount (n-step returns; unused at horizon 1).
+
+    Returns:
+      A :class:`Transition` (leaves ``[batch_size, ...]``).
+    """
+    if not self.prioritized:
+      if self.horizon > 1:
+        return n_step_transitions(self.sample_sequences(state, rng), gamma)
+      return self.sample(state, rng)
+    check(isinstance(state, PrioritizedReplayState), "a prioritised replay's state is a PrioritizedReplayState "
+          "(TransitionReplay.init)")
+    self._check_held(state.buffer)
+    index, probability = priorities.sample(state.priorities, rng, self.batch_size)
+    t = self.slots_per_env
+    env, slot = index // t, index % t
+    slots = (slot[:, None] + jnp.arange(self.horizon + 1)[None, :]) % t
+    steps = jax.tree.map(lambda x: x[env[:, None], slots], state.buffer.experience)  # [B, horizon + 1, ...]
+    if self.horizon > 1:
+      batch = n_step_transitions(steps, gamma)
+    else:
+      batch = Transition(obs=steps.obs[:, 0], action=steps.action[:, 0], reward=steps.reward[:, 0],
+                         discount=steps.discount[:, 0], next_obs=steps.obs[:, 1])
+    return batch._replace(importance=priorities.importance_weights(probability), index=index)
+
+  def update_priorities(self, state: PrioritizedReplayState, index: jax.Array, losses: jax.Array
+                        ) -> PrioritizedReplayState:
+    """The priorities of slots ``index`` (a batch's ``Transition.index``) set from their per-sample
+    ``losses`` (float [B]) as :func:`~jaxlab.rl.priorities.update_from_losses` does (a non-finite
+    loss keeps the old priority)."""
+    check(isinstance(state, PrioritizedReplayState), "update_priorities needs a prioritised replay's state "
+          "(make_replay(..., prioritized=True))")
+    return state._replace(priorities=priorities.update_from_losses(state.priorities, index, losses))
 
   def _check_held(self, state: ReplayState) -> None:
     held = self.num_transitions(state)
@@ -150,6 +243,11 @@ class TransitionReplay:
       if held < max(self.min_size, 1):
         raise InputError(f"cannot sample: the replay holds {held} transitions, "
                          f"sampling needs min_size={max(self.min_size, 1)}")
+
+
+def _buffer_of(state: ReplayState | PrioritizedReplayState) -> ReplayState:
+  """flashbax's buffer state, of a uniform or a prioritised replay."""
+  return state.buffer if isinstance(state, PrioritizedReplayState) else state
 
 
 def n_step_transitions(steps: TimeStep, gamma: float) -> Transition:
@@ -191,7 +289,8 @@ def _check_action_dtype(step: Any, name: str) -> None:
 
 
 def make_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | None = None, *,
-                names: Mapping[str, str] | None = None, horizon: int = 1) -> TransitionReplay:
+                names: Mapping[str, str] | None = None, horizon: int = 1,
+                prioritized: bool = False) -> TransitionReplay:
   """A uniform transition replay over flashbax's flat buffer (see the module docstring).
 
   Args:
@@ -205,7 +304,10 @@ def make_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | N
     horizon: n, the steps of an n-step transition (``dqn.update_horizon``): 1 samples pairs of
       slots (:meth:`TransitionReplay.sample`), n > 1 runs of n + 1
       (:meth:`TransitionReplay.sample_sequences`).
+    prioritized: keep a priority per slot and draw in proportion to it
+      (:meth:`TransitionReplay.sample_transitions`; see the module docstring).
   """
+  errors.check_bool(prioritized, "prioritized")
   n, min_size = checked_sizes(capacity, num_envs, batch_size, min_size, names)
   h_name = (names or {}).get("horizon", "horizon")
   errors.check_int(horizon, h_name, 1, "the n of n-step returns; 1 = one-step")
@@ -225,9 +327,9 @@ def make_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | N
         max_length_time_axis=per_env, min_length_time_axis=horizon + 1, sample_batch_size=batch_size,
         add_batch_size=num_envs, sample_sequence_length=horizon + 1, period=1)
     return TransitionReplay(capacity=per_env * num_envs, num_envs=num_envs, batch_size=batch_size,
-                            min_size=min_size, _buffer=buffer, horizon=horizon)
+                            min_size=min_size, _buffer=buffer, horizon=horizon, prioritized=prioritized)
   # min_length only feeds flashbax's own can_sample (unused); num_envs avoids its warning.
   buffer = flashbax.make_flat_buffer(max_length=per_env * num_envs, min_length=num_envs,
                                      sample_batch_size=batch_size, add_batch_size=num_envs)
   return TransitionReplay(capacity=per_env * num_envs, num_envs=num_envs, batch_size=batch_size,
-                          min_size=min_size, _buffer=buffer)
+                          min_size=min_size, _buffer=buffer, prioritized=prioritized)

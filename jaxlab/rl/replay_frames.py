@@ -32,6 +32,19 @@ stack at slot k, the rewards and discounts of slots k..k+n-1 and the stack at sl
 stops at a terminal, and a window holding an episode start without a terminal before it is invalid
 (:meth:`FrameReplay.n_step_valid`).
 
+Prioritised sampling (``make_frame_replay(..., prioritized=True)``; Schaul et al. 2016 as
+Dopamine's ``JaxFullRainbowAgent``, :mod:`jaxlab.rl.priorities`): the state also holds one
+priority per slot (flat index ``env * slots_per_env + slot``), nonzero exactly for the transitions
+the uniform sampler above may return as valid. :meth:`FrameReplay.add` gives the transition its
+write completes (slot ``index - 1``, unless the new frame starts an episode) the largest priority
+recorded so far, and zeroes the slot written and, once the ring is full, the ``stack_size - 1``
+after it, whose stacks lost their oldest frame. :meth:`FrameReplay.sample` then draws in proportion
+to the priorities (every row valid: ``weight`` 1) and returns the loss weights and the slots
+drawn; :meth:`FrameReplay.update_priorities` sets their priorities from the per-sample losses.
+A prioritised replay made with ``horizon`` n > 1 gives a slot its priority when the slot n
+after it is written and only if its n-step window is valid (:meth:`FrameReplay.n_step_valid`), and
+:meth:`FrameReplay.sample_n_step` then draws those windows by priority.
+
 All functions are pure and jit/vmap-able; the state is a pytree of arrays, so it checkpoints with
 the rest of the train state. As with :mod:`jaxlab.rl.replay`, ``add`` and ``sample`` are O(batch)
 only when the jitted function carrying the state donates it.
@@ -40,13 +53,14 @@ only when the jitted function carrying the state donates it.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 
+from jaxlab import errors
 from jaxlab.errors import InputError, check, check_int
-from jaxlab.rl import distributional
+from jaxlab.rl import distributional, priorities
 from jaxlab.rl.replay_sizes import check_fits_memory, checked_sizes
 
 RETRIES = 4  # candidates per batch row; all 4 invalid has probability ~ (1 / episode length)^4
@@ -63,11 +77,13 @@ class FrameStep(NamedTuple):
 
 
 class FrameReplayState(NamedTuple):
-  """The buffer: ``experience`` leaves ``[num_envs, T, ...]``, the next slot, whether it wrapped."""
+  """The buffer: ``experience`` leaves ``[num_envs, T, ...]``, the next slot, whether it wrapped,
+  and (a prioritised replay only, else None) the slots' priorities."""
 
   experience: FrameStep
   index: jax.Array  # int32 []: the slot the next add writes
   full: jax.Array   # bool []: every slot has been written at least once
+  priorities: Any = None  # jaxlab.rl.priorities.Priorities over num_envs * T slots, or None
 
 
 class StackedTransition(NamedTuple):
@@ -79,6 +95,8 @@ class StackedTransition(NamedTuple):
   discount: jax.Array
   next_obs: jax.Array
   weight: jax.Array  # float32 [B]: 1, or 0 where no valid transition was drawn
+  importance: Any = None  # float32 [B]: prioritised replay's loss weights (else None)
+  index: Any = None       # int32 [B]: the slots drawn, for update_priorities (prioritised; else None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +109,8 @@ class FrameReplay:
   min_size: int      # transitions needed before sampling (Dopamine's min_replay_history)
   frame_shape: tuple[int, int]
   stack_size: int
+  prioritized: bool = False  # sample in proportion to priorities (see the module docstring)
+  horizon: int = 1           # n of the n-step windows a prioritised replay gives priorities to
 
   @property
   def slots_per_env(self) -> int:
@@ -104,16 +124,21 @@ class FrameReplay:
 
   @property
   def nbytes(self) -> int:
-    """The bytes :meth:`init` allocates (besides two scalars): ``capacity * bytes_per_slot``."""
-    return self.capacity * self.bytes_per_slot
+    """The bytes :meth:`init` allocates (besides scalars): ``capacity * bytes_per_slot``, plus the
+    priority tree's float32 levels when prioritised (about 4.3 bytes per slot)."""
+    extra = 0
+    if self.prioritized:
+      extra = 4 * sum(level.size for level in jax.eval_shape(lambda: priorities.init(self.capacity)).levels)
+    return self.capacity * self.bytes_per_slot + extra
 
   def init(self) -> FrameReplayState:
-    """An empty buffer (zeros)."""
+    """An empty buffer (zeros; every priority 0 when prioritised)."""
     e, t = self.num_envs, self.slots_per_env
     experience = FrameStep(frame=jnp.zeros((e, t, *self.frame_shape), jnp.uint8),
                            action=jnp.zeros((e, t), jnp.int32), reward=jnp.zeros((e, t), jnp.float32),
                            discount=jnp.zeros((e, t), jnp.float32), first=jnp.zeros((e, t), jnp.bool_))
-    return FrameReplayState(experience, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.bool_))
+    pri = priorities.init(self.capacity) if self.prioritized else None
+    return FrameReplayState(experience, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.bool_), pri)
 
   def add(self, state: FrameReplayState, steps: FrameStep) -> FrameReplayState:
     """Writes one step of every environment; shapes and dtypes are checked at trace time."""
@@ -127,7 +152,27 @@ class FrameReplay:
         lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, state.index, axis=1),
         state.experience, steps)
     nxt = state.index + 1
-    return FrameReplayState(experience, nxt % self.slots_per_env, state.full | (nxt == self.slots_per_env))
+    full = state.full | (nxt == self.slots_per_env)
+    pri = state.priorities
+    if pri is not None:
+      pri = self._add_priorities(pri, experience, state.index, state.full, full)
+    return FrameReplayState(experience, nxt % self.slots_per_env, full, pri)
+
+  def _add_priorities(self, pri: priorities.Priorities, experience: FrameStep, s: jax.Array, was_full: jax.Array,
+                      full: jax.Array) -> priorities.Priorities:
+    """The priorities after slot ``s`` of every row is written (see the module docstring)."""
+    t, k, n = self.slots_per_env, self.stack_size, self.horizon
+    rows = jnp.arange(self.num_envs, dtype=jnp.int32)[:, None] * t
+    lost = rows + (s + jnp.arange(k)[None, :]) % t                # [E, k]: written, or stacks lost a frame
+    keep = (jnp.arange(k)[None, :] > 0) & ~full                    # not full yet: nothing was overwritten
+    lost_values = jnp.where(keep, priorities.get(pri, lost), 0.0)
+    start = (s - n) % t                                            # the window this write completes
+    done = rows[:, 0] + start
+    window = _window_valid(experience.first[:, (start + 1 + jnp.arange(n)) % t],
+                           experience.discount[:, (start + jnp.arange(n)) % t])
+    done_value = jnp.where((was_full | (s >= n)) & window, pri.max_priority, 0.0)
+    index = jnp.concatenate([lost.ravel(), done])
+    return priorities.set_priorities(pri, index, jnp.concatenate([lost_values.ravel(), done_value]))
 
   def _candidates(self, state: FrameReplayState) -> tuple[jax.Array, jax.Array]:
     """``(lowest, count)``: transition ``k`` may be drawn for logical positions
@@ -147,7 +192,10 @@ class FrameReplay:
     return self.num_transitions(state) >= self.min_size
 
   def sample(self, state: FrameReplayState, rng: jax.Array) -> StackedTransition:
-    """``batch_size`` transitions, uniform over the valid ones (see the module docstring).
+    """``batch_size`` transitions, uniform over the valid ones (see the module docstring), or,
+    for a prioritised replay, drawn with probability ``P(i)`` proportional to their priorities,
+    with ``importance`` = :func:`~jaxlab.rl.priorities.importance_weights` of ``P`` and ``index``
+    the slots drawn (``weight`` 1).
 
     On a concrete state holding fewer than ``min_size`` transitions this raises
     :class:`InputError`; inside jit it cannot check, so guard with :meth:`can_sample`.
@@ -160,15 +208,23 @@ class FrameReplay:
     t, b = self.slots_per_env, self.batch_size
     exp = state.experience
     oldest = jnp.where(state.full, state.index, 0)  # slot of logical position 0
-    lowest, count = self._candidates(state)
-    k_env, k_pos = jax.random.split(rng)
-    env = jax.random.randint(k_env, (RETRIES, b), 0, self.num_envs)
-    pos = lowest + jax.random.randint(k_pos, (RETRIES, b), 0, jnp.maximum(count, 1))
-    valid = _window_valid(exp.first[env, (oldest + pos + 1) % t][..., None],  # the next slot starts no
-                          exp.discount[env, (oldest + pos) % t][..., None])   # episode, or k was terminal
-    pick = jnp.argmax(valid, axis=0)                         # the first valid candidate (0 if none)
-    env, pos = env[pick, jnp.arange(b)], pos[pick, jnp.arange(b)]
-    weight = jnp.any(valid, axis=0).astype(jnp.float32)
+    extra = {}
+    if self.prioritized:
+      check(state.priorities is not None, "a prioritised FrameReplay's state has priorities (FrameReplay.init)")
+      index, probability = priorities.sample(state.priorities, rng, b)
+      env, pos = index // t, (index % t - oldest) % t
+      weight = jnp.ones((b,), jnp.float32)
+      extra = {"importance": priorities.importance_weights(probability), "index": index}
+    else:
+      lowest, count = self._candidates(state)
+      k_env, k_pos = jax.random.split(rng)
+      env = jax.random.randint(k_env, (RETRIES, b), 0, self.num_envs)
+      pos = lowest + jax.random.randint(k_pos, (RETRIES, b), 0, jnp.maximum(count, 1))
+      valid = _window_valid(exp.first[env, (oldest + pos + 1) % t][..., None],  # the next slot starts no
+                            exp.discount[env, (oldest + pos) % t][..., None])   # episode, or k was terminal
+      pick = jnp.argmax(valid, axis=0)                         # the first valid candidate (0 if none)
+      env, pos = env[pick, jnp.arange(b)], pos[pick, jnp.arange(b)]
+      weight = jnp.any(valid, axis=0).astype(jnp.float32)
     # positions pos - stack_size + 1 .. pos + 1: the obs stack, and one more for next_obs
     offsets = jnp.arange(-self.stack_size + 1, 2)
     logical = pos[:, None] + offsets[None, :]                # [B, stack_size + 1]
@@ -179,7 +235,15 @@ class FrameReplay:
     next_obs = _stack(frames[:, 1:], first[:, 1:], logical[:, 1:])
     at = (env, (oldest + pos) % t)
     return StackedTransition(obs=obs, action=exp.action[at], reward=exp.reward[at],
-                             discount=exp.discount[at], next_obs=next_obs, weight=weight)
+                             discount=exp.discount[at], next_obs=next_obs, weight=weight, **extra)
+
+  def update_priorities(self, state: FrameReplayState, index: jax.Array, losses: jax.Array) -> FrameReplayState:
+    """The priorities of slots ``index`` (a batch's ``StackedTransition.index``) set from their
+    per-sample ``losses`` (float [B]) by :func:`~jaxlab.rl.priorities.update_from_losses` (a
+    non-finite loss keeps the old priority)."""
+    check(state.priorities is not None, "update_priorities needs a prioritised replay's state "
+          "(make_frame_replay(..., prioritized=True))")
+    return state._replace(priorities=priorities.update_from_losses(state.priorities, index, losses))
 
   def num_n_step_transitions(self, state: FrameReplayState, horizon: int) -> jax.Array:
     """n-step transitions that can be drawn (int32), valid or not: slot ``k + horizon`` must be written."""
@@ -272,11 +336,18 @@ class FrameReplay:
       A :class:`StackedTransition` (:meth:`gather_n_step`).
     """
     check_int(horizon, "horizon", 1)
+    check(not self.prioritized or horizon == self.horizon,
+          f"sample_n_step(horizon={horizon}) on a prioritised replay made for {self.horizon}-step windows "
+          "(make_frame_replay(..., horizon=))")
     held = self.num_n_step_transitions(state, horizon)
     if not isinstance(held, jax.core.Tracer) and int(held) < max(self.min_size, 1):
       raise InputError(f"cannot sample: the replay holds {int(held)} {horizon}-step transitions, "
                        f"sampling needs min_size={max(self.min_size, 1)}")
     t, b = self.slots_per_env, self.batch_size
+    if self.prioritized:  # only valid windows hold a priority: every row is valid
+      index, probability = priorities.sample(state.priorities, rng, b)
+      batch = self.gather_n_step(state, index // t, index % t, horizon, gamma)
+      return batch._replace(importance=priorities.importance_weights(probability), index=index)
     oldest = jnp.where(state.full, state.index, 0)
     lowest, count = self._n_step_candidates(state, horizon)
     k_env, k_pos = jax.random.split(rng)
@@ -310,7 +381,7 @@ def _stack(frames: jax.Array, first: jax.Array, logical: jax.Array) -> jax.Array
 def make_frame_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | None = None, *,
                       frame_shape: Sequence[int] = (84, 84), stack_size: int = 4,
                       names: dict[str, str] | None = None, devices: Sequence[jax.Device] | None = None,
-                      copies: int = 1) -> FrameReplay:
+                      copies: int = 1, prioritized: bool = False, horizon: int = 1) -> FrameReplay:
   """A frame-stacking uniform replay (see the module docstring).
 
   Args:
@@ -323,6 +394,9 @@ def make_frame_replay(capacity: int, num_envs: int, batch_size: int, min_size: i
     names: what error messages call each argument, e.g. ``{"capacity": "dqn.replay_capacity"}``.
     devices: where the buffer will live, for the memory check (default: JAX's first device).
     copies: buffers each of ``devices`` holds (vmapped runs), for the memory check.
+    prioritized: keep a priority per slot and sample in proportion to it (see the module docstring).
+    horizon: the n of the n-step windows a prioritised replay draws (:meth:`FrameReplay.sample_n_step`);
+      1 for one-step transitions (:meth:`FrameReplay.sample`).
 
   Returns:
     The :class:`FrameReplay`.
@@ -344,8 +418,13 @@ def make_frame_replay(capacity: int, num_envs: int, batch_size: int, min_size: i
   if min_size > held:
     raise InputError(f"{n['min_size']}={min_size} is more than the replay can hold: {held} transitions "
                      f"({n['capacity']}={capacity}, {n['num_envs']}={num_envs}, {stack_size}-frame stacks)")
+  errors.check_bool(prioritized, "prioritized")
+  horizon = check_int(horizon, n.get("horizon", "horizon"), 1)
+  check(per_env >= need + horizon - 1, f"{n['capacity']}={capacity} with {n['num_envs']}={num_envs} leaves {per_env} "
+        f"slots per env; {horizon}-step windows of {stack_size}-frame stacks need >= {need + horizon - 1}")
   replay = FrameReplay(capacity=per_env * num_envs, num_envs=num_envs, batch_size=batch_size, min_size=min_size,
-                       frame_shape=tuple(frame_shape), stack_size=stack_size)
+                       frame_shape=tuple(frame_shape), stack_size=stack_size, prioritized=prioritized,
+                       horizon=horizon)
   copies = check_int(copies, "copies")
   runs = f", {copies} replays per device" if copies > 1 else ""
   what = f"{n['capacity']}={capacity} ({replay.bytes_per_slot} bytes per slot{runs})"

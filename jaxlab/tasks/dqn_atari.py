@@ -55,7 +55,7 @@ from jaxlab import errors
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, make_atari, push_frame
-from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn
+from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn, priority_update
 from jaxlab.rl.atari_play import eval_seeds, eval_settings, make_play
 from jaxlab.rl.dqn_config import MAX_FRAMES, c51_support_from_config, check_dqn_settings, q_network_from_config
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
@@ -251,11 +251,14 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     raise InputError(f"dqn.target_update_period={d.target_update_period} agent steps must be a multiple of the "
                      f"{d.update_period} agent steps of one update (dqn.update_period)")
   horizon = d.get("update_horizon", 1)
+  prioritized = d.get("replay_scheme", "uniform") == "prioritized"
   replay = make_frame_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history,
                              frame_shape=FRAME_SHAPE, stack_size=STACK_SIZE,
                              names={"capacity": "dqn.replay_capacity", "num_envs": "env.num_envs",
-                                    "min_size": "dqn.min_replay_history", "batch_size": "batch_size"},
-                             devices=ctx.devices, copies=_replays_per_device(ctx))
+                                    "min_size": "dqn.min_replay_history", "batch_size": "batch_size",
+                                    "horizon": "dqn.update_horizon"},
+                             devices=ctx.devices, copies=_replays_per_device(ctx), prioritized=prioritized,
+                             horizon=horizon)
   held = n_envs * (replay.slots_per_env - STACK_SIZE + 1 - horizon)  # n-step windows a full replay holds
   if horizon > 1 and held < d.min_replay_history:
     raise InputError(f"dqn.update_horizon={horizon} leaves a full replay {held} {horizon}-step transitions "
@@ -334,7 +337,7 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     return state.replace(data_state=data), batch, metrics
 
   loss_fn = make_loss_fn(agent, gamma=d.gamma, horizon=horizon, double_dqn=d.double_dqn, loss=d.loss,
-                         aux_weights=aux_weights)
+                         aux_weights=aux_weights, per_sample=prioritized)
 
   fns = {"q_values": jax.jit(lambda params, obs: q_values(params, obs)[0]),
          "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_values(params, obs)[0], axis=-1).astype(jnp.int32))}
@@ -352,6 +355,7 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data, evaluate=evaluate,
               init_extra=lambda params: jax.tree.map(jnp.copy, params),
               update_extra=dqn.periodic_sync(d.target_update_period // steps_per_update),
+              update_data=priority_update(replay) if prioritized else None,
               throughput={"agent_steps": steps_per_update, "frames": steps_per_update * e.frame_skip},
               description=f"DQN Atari {e.name}, {config.network.head} head",
               resume_safe=("env.step_via", "env.num_threads",  # how the pool is stepped, not what

@@ -35,6 +35,11 @@ values), ``dqn.update_horizon`` n > 1 (n-step returns from runs of n + 1 replay 
 acting step and, in the loss, one for the online pass and another for the target's; evaluation and
 the inference functions use the noisy layers' means, Dopamine's ``eval_mode``). With noisy nets
 Dopamine holds epsilon at ``epsilon_train``; this task keeps the configured schedule.
+``dqn.replay_scheme='prioritized'``: prioritised replay as Dopamine's Rainbow (Schaul et al. 2016;
+:mod:`jaxlab.rl.priorities`): batches drawn in proportion to priorities, the TD loss weighted by
+:func:`~jaxlab.rl.priorities.importance_weights`, and after each update the task's
+``update_data`` sets the drawn transitions' priorities from their per-sample TD losses (the
+cross-entropy under C51); a row an n-step truncation cut gets priority ~0.
 
 Bad input: every ``env.*`` / ``dqn.*`` key the task reads is checked when the task is built, before
 anything is initialised or compiled, each failure one line naming the key. Actions are produced
@@ -55,12 +60,12 @@ import ml_collections
 from jaxlab import errors
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
-from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn
+from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn, priority_update
 from jaxlab.rl.dqn_config import (MAX_FRAMES, c51_support_from_config, check_count, check_dqn_settings,
                                   q_network_from_config)
 from jaxlab.rl.envs import make_env
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
-from jaxlab.rl.replay import TimeStep, make_replay, n_step_transitions
+from jaxlab.rl.replay import TimeStep, make_replay
 from jaxlab.train.context import TaskContext
 from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
 from jaxlab.train.task import TASKS, Inference, Task
@@ -136,10 +141,11 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     raise InputError(f"dqn.eval_steps={eval_cap} is shorter than one {e.name} episode ({env.episode_length} "
                      f"steps); allowed: 0 (no evaluation) or >= {env.episode_length}")
   horizon = d.get("update_horizon", 1)
+  prioritized = d.get("replay_scheme", "uniform") == "prioritized"
   replay = make_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history,
                        names={"capacity": "dqn.replay_capacity", "num_envs": "env.num_envs",
                               "min_size": "dqn.min_replay_history", "horizon": "dqn.update_horizon"},
-                       horizon=horizon)
+                       horizon=horizon, prioritized=prioritized)
   # + horizon: the last slots have no n-step successor yet
   prefill_steps = math.ceil(d.min_replay_history / n_envs) + horizon
   prefill_frames = prefill_steps * n_envs
@@ -203,17 +209,14 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     params = cast_floats(state.params, acting_dtype)
     data, stats = jax.lax.scan(lambda dt, k: env_step(dt, params, epsilon, k), state.data_state,
                                jax.random.split(k_act, env_steps_per_update))
-    if horizon > 1:
-      batch = n_step_transitions(replay.sample_sequences(data.replay, k_sample), d.gamma)
-    else:
-      batch = replay.sample(data.replay, k_sample)
+    batch = replay.sample_transitions(data.replay, k_sample, d.gamma)
     metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
                "episodes": data.episodes, "frames": prefill_frames + (state.step + 1) * frames_per_step,
                **dqn.routing_metrics(jax.tree.map(lambda x: jnp.mean(x, axis=0), stats))}
     return state.replace(data_state=data), batch, metrics
 
   loss_fn = make_loss_fn(agent, gamma=d.gamma, horizon=horizon, double_dqn=d.double_dqn, loss=d.loss,
-                         aux_weights=aux_weights, log_routing=False)
+                         aux_weights=aux_weights, log_routing=False, per_sample=prioritized)
 
   # play's defaults: the evaluation's, or Dopamine's episode cap and 8 environments without one
   play_envs, play_cap = (n_eval, eval_cap) if eval_cap else (8, 27_000)
@@ -266,6 +269,7 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
               evaluate=evaluate if eval_cap > 0 else None,
               init_extra=lambda params: jax.tree.map(jnp.copy, params),
               update_extra=dqn.periodic_sync(d.target_update_period // frames_per_step),
+              update_data=priority_update(replay) if prioritized else None,
               throughput={"frames": frames_per_step},
               description=f"DQN {e.name}, {config.network.head} head",
               # evaluation only, and the Soft MoE implementation (the same function on any platform)

@@ -11,6 +11,13 @@ so a contrastive loss that couples the whole batch needs no collectives of its o
 ``collect(state, rng) -> (state, batch, metrics)`` the batch is made on the device, in the same
 program, before the loss.
 
+Per-sample values (``update_data``): a loss may return, under ``metrics[PER_SAMPLE]``, a pytree of
+per-row arrays ``[B, ...]`` (e.g. each transition's TD loss). The step takes them out of the
+metrics (they are never logged) and, after the update, hands them with the batch to
+``update_data(new_state, batch, per_sample) -> data_state``: a prioritised replay's new
+priorities (Schaul et al. 2016). With ``grad_accum_steps`` > 1 the micro-batches' rows are put
+back in the batch's order first.
+
 Non-finite steps (``skip_nonfinite``): if the loss or any gradient is NaN/inf, params and the
 optimizer's float state (moments, averages) are kept, while ``state.step`` and every integer
 counter of the optimizer state advance. Learning-rate schedules therefore stay aligned with
@@ -35,6 +42,10 @@ from jaxlab.train.state import TrainState
 LossFn = Callable[[Any, Any, jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]
 CollectFn = Callable[[TrainState, jax.Array], tuple[TrainState, Any, dict[str, jax.Array]]]
 Metrics = dict[str, jax.Array]
+UpdateDataFn = Callable[[TrainState, Any, Any], Any]
+
+#: The loss-metrics key of per-sample values for ``update_data`` (taken out of the logged metrics).
+PER_SAMPLE = "per_sample"
 
 # Scalar optimizer-state fields surfaced as metrics: MoMo's adaptive step and lower bound, and
 # the learning rate of ``optax.inject_hyperparams``.
@@ -90,6 +101,19 @@ def _split_microbatches(batch: Any, num: int) -> Any:
   return jax.tree.map(split, batch)
 
 
+def _merge_microbatches(tree: Any) -> Any:
+  """The inverse of :func:`_split_microbatches`: ``[num, B // num, ...] -> [B, ...]`` in batch order."""
+  return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1).reshape((-1,) + x.shape[2:]), tree)
+
+
+def _pop_per_sample(out: Any) -> tuple[Any, Any]:
+  """``((loss, metrics), grads)`` without ``metrics[PER_SAMPLE]``, and that entry (None if absent)."""
+  (loss, metrics), grads = out
+  metrics = dict(metrics)
+  per_sample = metrics.pop(PER_SAMPLE, None)
+  return ((loss, metrics), grads), per_sample
+
+
 def _check_options(grad_accum_steps: int, remat: str, compute_dtype: str | None, guard: str) -> None:
   check_int(grad_accum_steps, "grad_accum_steps", got=True)
   check_choice(remat, "remat", sorted(REMAT_POLICIES), got=True)
@@ -107,6 +131,7 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
                   remat: str = "none",
                   compute_dtype: str | None = None,
                   guard: Literal["cond", "select"] = "cond",
+                  update_data: UpdateDataFn | None = None,
                   ) -> Callable[[TrainState, Any], tuple[TrainState, Metrics]]:
   """The pure step ``(state, batch) -> (state, metrics)``; ``make_train_step`` jits it.
 
@@ -129,6 +154,10 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
       ``grad_norm`` are float32. ``collect`` gets the state as it is (``jaxlab.train.precision``).
     guard: ``"cond"`` (skip branch not executed) or ``"select"`` (one update, then a select
       per leaf; what ``cond`` turns into under ``vmap``, without computing the update twice).
+    update_data: ``(new_state, batch, per_sample) -> data_state`` after the update (and
+      ``update_extra``), with what the loss returned under ``metrics[PER_SAMPLE]`` (see the module
+      docstring); called on skipped steps too. Needs ``collect``, whose ``state.data_state`` it
+      updates.
   """
   _check_options(grad_accum_steps, remat, compute_dtype, guard)
   takes_value = isinstance(optimizer, optax.GradientTransformationExtraArgs)
@@ -148,19 +177,22 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
   grad_fn = jax.value_and_grad(loss_in_policy, has_aux=True)
 
   def loss_and_grads(params, batch, rng, extra):
+    """``((loss, metrics), grads)`` and the loss's per-sample values (None if it returns none)."""
     if grad_accum_steps == 1:
-      return grad_fn(params, batch, rng, extra)
+      return _pop_per_sample(grad_fn(params, batch, rng, extra))
     micro = _split_microbatches(batch, grad_accum_steps)
 
     def body(acc, xs):
       mb, i = xs
-      out = grad_fn(params, mb, jax.random.fold_in(rng, i), extra)
-      return jax.tree.map(jnp.add, acc, out), None
+      out, per_sample = _pop_per_sample(grad_fn(params, mb, jax.random.fold_in(rng, i), extra))
+      return jax.tree.map(jnp.add, acc, out), per_sample
 
     first = jax.tree.map(lambda x: x[0], micro)
-    zeros = jax.tree.map(jnp.zeros_like, jax.eval_shape(grad_fn, params, first, rng, extra))
-    total, _ = jax.lax.scan(body, zeros, (micro, jnp.arange(grad_accum_steps)))
-    return jax.tree.map(lambda x: x / grad_accum_steps, total)
+    shapes = jax.eval_shape(lambda *a: _pop_per_sample(grad_fn(*a))[0], params, first, rng, extra)
+    total, per_sample = jax.lax.scan(body, jax.tree.map(jnp.zeros_like, shapes),
+                                     (micro, jnp.arange(grad_accum_steps)))
+    per_sample = None if per_sample is None else _merge_microbatches(per_sample)
+    return jax.tree.map(lambda x: x / grad_accum_steps, total), per_sample
 
   def apply_update(operands):
     params, opt_state, grads, loss = operands
@@ -182,7 +214,7 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
     if collect is not None:
       collect_rng, rng = jax.random.split(rng)
       state, batch, collect_metrics = collect(state, collect_rng)
-    (loss, metrics), grads = loss_and_grads(state.params, batch, rng, state.extra)
+    ((loss, metrics), grads), per_sample = loss_and_grads(state.params, batch, rng, state.extra)
     operands = (state.params, state.opt_state, grads, loss)
     skipped = state.nonfinite_skipped
     if not skip_nonfinite:
@@ -201,6 +233,11 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
                               nonfinite_skipped=skipped)
     if update_extra is not None:
       new_state = new_state.replace(extra=update_extra(new_state))
+    if update_data is not None:
+      if per_sample is None:
+        raise InputError(f"update_data needs per-sample values from the loss: return them under "
+                         f"metrics[{PER_SAMPLE!r}] (e.g. jaxlab.rl.td_loss(..., per_sample=True))")
+      new_state = new_state.replace(data_state=update_data(new_state, batch, per_sample))
     grad_norm = optax.tree.norm(cast_floats(grads, jnp.float32))
     metrics = {**collect_metrics, **metrics, "loss": loss, "grad_norm": grad_norm,
                "nonfinite_skipped": skipped, **optimizer_metrics(opt_state)}
@@ -298,7 +335,7 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
                     compute_dtype: str | None = None,
                     steps_per_call: int = 1, vmap_runs: bool = False,
                     guard: Literal["auto", "cond", "select"] = "auto",
-                    donate: bool = True) -> TrainStep:
+                    donate: bool = True, update_data: UpdateDataFn | None = None) -> TrainStep:
   """Builds the jitted, sharded train step.
 
   Args:
@@ -319,6 +356,8 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
     guard: how ``skip_nonfinite`` selects; ``"auto"`` is ``"select"`` under ``vmap_runs``
       (where ``cond`` would compute the update twice) and ``"cond"`` otherwise.
     donate: donate the old state's buffers.
+    update_data: ``(new_state, batch, per_sample) -> data_state`` after each update, from the
+      loss's ``metrics[PER_SAMPLE]`` (see ``train_step_fn``); needs ``collect``.
 
   Returns:
     A ``TrainStep``: ``step(state, batch) -> (new_state, metrics)`` (``step(state)`` with
@@ -330,7 +369,7 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
     guard = "select" if vmap_runs else "cond"
   step = train_step_fn(loss_fn, optimizer, skip_nonfinite=skip_nonfinite, update_extra=update_extra,
                        collect=collect, grad_accum_steps=grad_accum_steps, remat=remat,
-                       compute_dtype=compute_dtype, guard=guard)
+                       compute_dtype=compute_dtype, guard=guard, update_data=update_data)
   program = multi_step_fn(step, steps_per_call=steps_per_call, vmap_runs=vmap_runs,
                           batched_data=collect is None)
   jit_kwargs: dict[str, Any] = {"donate_argnums": (0,) if donate else ()}

@@ -24,6 +24,12 @@ Data reaches the loss in one of two ways:
   program, before the loss (e.g. environment steps, replay-buffer writes and a replay sample).
   It reads and writes ``state.data_state`` (created by ``init_data``), which is checkpointed
   with the rest of the train state.
+
+What the loss learned can flow back into the data: ``update_data(new_state, batch, per_sample)
+-> data_state`` runs after each update with the batch ``collect`` made and the per-sample values
+the loss returned under ``metrics[jaxlab.train.step.PER_SAMPLE]`` (``{name: [B]}`` in the batch's
+rows); a prioritised replay sets its sampled transitions' priorities from their TD losses there
+(the ``dqn_minatar`` task's ``dqn.replay_scheme='prioritized'``).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import numpy as np
 
 from jaxlab.registry import Registry, missing_extra_error
 from jaxlab.train.context import TaskContext
-from jaxlab.train.step import CollectFn, LossFn
+from jaxlab.train.step import CollectFn, LossFn, UpdateDataFn
 from jaxlab.train.state import TrainState
 
 
@@ -74,6 +80,10 @@ class Task:
       the trainer jits it (vmapped over runs) on its own schedule, ``eval_every``.
     init_extra: extra train state the loss reads (e.g. DQN target params).
     update_extra: its update after each step (``new_state -> extra``).
+    update_data: ``(new_state, batch, per_sample) -> data_state`` after each step (and
+      ``update_extra``), from the loss's per-sample values (``metrics[PER_SAMPLE]``, see the module
+      docstring; the loss must return them); only with ``collect``. Runs on non-finite (skipped)
+      steps too, so it must tolerate NaN rows.
     throughput: ``{unit: count per step}``, e.g. ``{"frames": 32}``; the trainer logs
       ``<unit>_per_sec`` beside ``steps_per_sec``.
     description: one line for the summary table.
@@ -94,6 +104,7 @@ class Task:
   evaluate: Callable[[TrainState, jax.Array], dict[str, jax.Array]] | None = None
   init_extra: Callable[[Any], Any] | None = None
   update_extra: Callable[[TrainState], Any] | None = None
+  update_data: UpdateDataFn | None = None
   throughput: dict[str, float] = dataclasses.field(default_factory=dict)
   description: str = ""
   resume_safe: tuple[str, ...] = ()
@@ -105,6 +116,8 @@ class Task:
       raise TypeError("a Task needs exactly one of host_batch (host data) and collect (device data)")
     if self.init_data is not None and self.collect is None:
       raise TypeError("Task.init_data is only used with collect")
+    if self.update_data is not None and self.collect is None:
+      raise TypeError("Task.update_data updates collect's data state: it needs collect")
 
 
 #: Tasks by name (``config.task``); the shipped ones are registered lazily (imported on first use).

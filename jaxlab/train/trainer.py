@@ -168,7 +168,7 @@ class TrainSetup:
     return make_train_step(
         task.loss_fn, self.optimizer, state_sharding=self.state_sharding,
         batch_sharding=self.batch_sharding(k), batch_spec=spec,
-        skip_nonfinite=config.skip_nonfinite, update_extra=task.update_extra,
+        skip_nonfinite=config.skip_nonfinite, update_extra=task.update_extra, update_data=task.update_data,
         collect=task.collect, grad_accum_steps=config.grad_accum_steps, remat=config.remat,
         compute_dtype=None if config.compute_dtype == "float32" else config.compute_dtype,
         steps_per_call=k, vmap_runs=runs is not None)

@@ -162,6 +162,8 @@ CASES: list[Case] = [
      "dqn.vmax=-1.0; must be a finite number > 0"),
     ("dqn task", "vmin above vmax", _task(**{"network.num_atoms": 51, "dqn.vmin": 20.0}),
      "dqn.vmin=20.0; must be None (= -dqn.vmax) or a finite number below dqn.vmax=10.0"),
+    ("dqn task", "unknown replay scheme", _task(**{"dqn.replay_scheme": "rank"}),
+     "dqn.replay_scheme='rank'; choose one of ('uniform', 'prioritized')"),
     ("dqn task", "zero update horizon", _task(**{"dqn.update_horizon": 0}),
      "dqn.update_horizon=0; must be an int in [1, 1000]"),
     ("dqn task", "horizon longer than the replay's rows", _task(**{"dqn.update_horizon": 600}),

@@ -1,5 +1,5 @@
 """The DQN agent's Rainbow options: C51 (num_atoms), n-step returns (update_horizon), dueling and
-noisy heads, against hand computations; one tiny training run with all of them."""
+noisy heads, against hand computations; one tiny training run with all of them (and prioritised replay)."""
 
 from types import SimpleNamespace
 
@@ -122,10 +122,18 @@ def test_rainbow_options_train_with_finite_losses(tmp_path):
   c = dqn_minatar.get_config("tiny")
   c.network.num_atoms, c.network.dueling, c.network.noisy = 11, True, True
   c.dqn.update_horizon, c.dqn.double_dqn, c.dqn.vmax = 3, True, 5.0
+  c.dqn.replay_scheme = "prioritized"
   c.network.head, c.dqn.eval_steps, c.num_steps = "dense", 0, 10  # compile less: the options are the test
   result = train(c, str(tmp_path), devices=jax.devices()[:1], progress=False)
   assert result.state.params["rainbow_head"]["advantage"]["kernel_mu"].shape[-1] == 6 * 11  # breakout: 6 actions
   # The replay takes 3 extra prefill slots so the first n-step run is complete: ceil(64 / 1) + 3 = 67.
-  assert int(result.state.data_state.replay.current_index) == 67 + 4 * result.summary["steps"]
+  replay = result.state.data_state.replay
+  slots = 67 + 4 * result.summary["steps"]
+  assert int(replay.buffer.current_index) == slots
+  # Prioritised: exactly the complete transitions (all but the newest 3 slots) have a priority, and the
+  # updates fed the cross-entropies back (their roots replaced Dopamine's initial 1 in the drawn slots).
+  values = np.asarray(replay.priorities.levels[0])
+  assert np.count_nonzero(values) == slots - 3 and np.any((values != 1.0) & (values > 0))
+  assert float(replay.priorities.max_priority) >= float(values.max()) > 0
   losses = [m["loss"] for m in read_metrics(str(tmp_path)) if "loss" in m]
   assert losses and np.all(np.isfinite(losses)) and result.summary.get("nonfinite_skipped", 0) == 0
