@@ -130,7 +130,7 @@ def strip(q_fn: dqn.QFn) -> dqn.QFn:
 
 
 def priority_update(replay: Any) -> Callable[[Any, Any, Mapping[str, jax.Array]], Any]:
-  """``Task.update_data`` of prioritised replay: the drawn transitions' new priorities from their losses.
+  r"""``Task.update_data`` of prioritised replay: the drawn transitions' new priorities from their losses.
 
   Schaul et al. 2016 as Dopamine's ``JaxFullRainbowAgent`` (full_rainbow_agent.py:411-422 @ 5873f54):
   after the update each drawn transition gets :math:`\sqrt{\ell_i + 10^{-10}}` from its TD loss

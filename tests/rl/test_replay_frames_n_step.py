@@ -120,3 +120,25 @@ def test_sampling_too_early_names_the_count():
   state = _fill(replay, 6)
   with pytest.raises(InputError, match=r"holds 6 3-step transitions, sampling needs min_size=8"):
     replay.sample_n_step(state, jax.random.key(0), 3, GAMMA)
+
+
+@pytest.mark.parametrize("n, steps", [(3, 40), (10, 90)])
+def test_prioritised_n_step_windows_are_exactly_the_valid_ones(n, steps):
+  replay = make_frame_replay(96, 2, 64, 8, frame_shape=(3, 2), stack_size=S, prioritized=True, horizon=n)
+  state = _fill(replay, steps, seed=n)
+  ref = _reference(replay, state, n)
+  t = replay.slots_per_env
+  action = np.asarray(state.experience.action)
+  held = {(e, int(action[e, s]) % 1000) for e, s in map(lambda i: divmod(int(i), t),
+                                                         np.flatnonzero(np.asarray(state.priorities.levels[0])))}
+  assert held == set(ref)  # a priority only where the n-step window is complete and valid
+  batch = jax.device_get(jax.jit(lambda st, k: replay.sample_n_step(st, k, n, GAMMA))(state, jax.random.key(0)))
+  np.testing.assert_array_equal(batch.weight, 1.0)
+  for row in range(64):
+    obs, ret, disc, next_obs = ref[divmod(int(batch.action[row]), 1000)]
+    np.testing.assert_array_equal(batch.obs[row], obs)
+    np.testing.assert_array_equal(batch.next_obs[row], next_obs)
+    np.testing.assert_allclose(batch.reward[row], ret, rtol=1e-5, atol=1e-6)
+    assert float(batch.discount[row]) == disc
+  with pytest.raises(InputError, match=r"prioritised replay made for"):
+    replay.sample_n_step(state, jax.random.key(0), n + 1, GAMMA)
