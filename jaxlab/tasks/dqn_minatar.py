@@ -99,6 +99,21 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
     errors.check_probability(d.eval_epsilon, "dqn.eval_epsilon", "the exploration rate of evaluation")
 
 
+def _sample_apart(replay: Any, state: Any, rng: jax.Array) -> Any:
+  """``replay.sample(state, rng)`` behind a ``lax.cond`` that is always true once the buffer is filled.
+
+  With one environment step per update (``env.num_envs == dqn.update_period``) XLA removes the
+  collect loop (trip count 1), fuses the replay write into the sample's gather, and copy insertion
+  then copies the whole observation buffer twice per update (40 MB at capacity 100k; 3x the
+  program's time on XLA:CPU; docs/methods/soft_moe_rl.md, "Profile of one jitted call"). A
+  conditional is a fusion boundary, so the write stays in place. The batch is the same: the true
+  branch is the plain sample; the false one (zeros) never runs after the warm-up, and under
+  vmapped seeds both run and a select over the 32-row batch (not the buffer) picks the sample.
+  """
+  zeros = lambda: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(replay.sample, state, rng))
+  return jax.lax.cond(replay.can_sample(state), lambda: replay.sample(state, rng), zeros)
+
+
 @TASKS.register("dqn_minatar")
 def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   """The task of ``configs/dqn_minatar.py`` (see there for every key), with its
@@ -215,6 +230,8 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
                                jax.random.split(k_act, env_steps_per_update))
     if horizon > 1:
       batch = n_step_transitions(replay.sample_sequences(data.replay, k_sample), d.gamma)
+    elif env_steps_per_update == 1:
+      batch = _sample_apart(replay, data.replay, k_sample)
     else:
       batch = replay.sample(data.replay, k_sample)
     metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
