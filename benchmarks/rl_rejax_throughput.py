@@ -263,6 +263,32 @@ def ratios(rows: list[dict]) -> list[dict]:
   return out
 
 
+def summary(rows: list[dict]) -> dict:
+  """The rows by ``"{head}_{seeds}"`` with short keys (what the docs quote): frames/s of each loop,
+  ours / rejax, the floor (ms per update, all seeds), the share of each loop's time it is, and
+  ``max_ours_over_rejax`` = 1 / rejax's share (our loop at its bare update)."""
+  short = {v: k for k, v in LOOPS.items()}
+  out: dict = {}
+  for r in rows:
+    g = out.setdefault(f"{r['head']}_{r['seeds']}", {})
+    if r["loop"].startswith("floor"):
+      g["floor_ms_per_update"] = r["ms_per_update_all_seeds"]
+      continue
+    k = short[r["loop"]]
+    g[f"{k}_frames_per_sec"] = r["frames_per_sec"]
+    g[f"{k}_ms_per_update"] = r["ms_per_update_all_seeds"]
+    g[f"{k}_compile_s"] = r["compile_s"]
+    if r.get("floor_fraction") is not None:
+      g[f"{k}_floor_fraction"] = r["floor_fraction"]
+  for g in out.values():
+    if g.get("rejax_floor_fraction"):  # no loop is faster than its own update: the most ours / rejax can be
+      g["max_ours_over_rejax"] = 1 / g["rejax_floor_fraction"]
+    for k in ("ours1", "ours4"):
+      if "rejax_frames_per_sec" in g and f"{k}_frames_per_sec" in g:
+        g[f"{k}_over_rejax"] = g[f"{k}_frames_per_sec"] / g["rejax_frames_per_sec"]
+  return out
+
+
 def main(argv: list[str] | None = None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--frames", type=int, default=100_000, help="timed frames per seed per row and repeat "
@@ -307,7 +333,9 @@ def main(argv: list[str] | None = None) -> dict:
       for r in rows:
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
                           if k != "repeats_frames_per_sec"}), flush=True)
-  result["ratios"] = ratios(result["rows"])
+      result["ratios"], result["summary"] = ratios(result["rows"]), summary(result["rows"])
+      save_result(args.out, result)  # after every group, so a cut-short run keeps what it measured
+  result["ratios"], result["summary"] = ratios(result["rows"]), summary(result["rows"])
   for r in result["ratios"]:
     print(r["head"], r["seeds"], r["loop"], "ours/rejax", round(r["ours_over_rejax"], 2), flush=True)
   result["machine"]["load_avg_end"] = os.getloadavg()[0]

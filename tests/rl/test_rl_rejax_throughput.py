@@ -24,6 +24,7 @@ def test_our_rows_run_and_the_rejax_rows_are_skipped_in_one_line(tmp_path, capsy
   assert ours["frames_per_seed"] == 20 and ours["frames_per_sec"] > 0 and ours["compile_s"] >= 0
   assert ours["floor_fraction"] is None and not any(r["loop"].startswith("floor") for r in result["rows"])
   assert result["ratios"] == [] or has_rejax
+  assert result["summary"]["dense_1"]["ours1_frames_per_sec"] == ours["frames_per_sec"]
   saved = json.loads(out.read_text())
   assert saved["rows"] == json.loads(json.dumps(result["rows"]))
   assert {"command", "date", "machine", "versions", "method", "like_for_like"} <= set(saved)
