@@ -1,7 +1,7 @@
 r"""DQN training throughput of jaxlab's ``dqn_minatar`` beside rejax's jitted DQN, the same network in both.
 
-rejax (Liesen et al., "Discovering Minimal Reinforcement Learning Environments" code base; PyPI
-``rejax`` 0.1.3, ``rejax/algos/dqn.py``) jits a whole DQN agent and vmaps it over seeds, as we do.
+rejax (PyPI ``rejax`` 0.1.3, ``rejax/algos/dqn.py``) jits a whole DQN agent and vmaps it over
+seeds, as we do.
 Both sides here train jaxlab's own ``QNetwork`` (``network.*`` of ``configs/dqn_minatar.py``:
 ``dense`` = conv16 -> Dense 128 -> Q; ``softmoe`` = 8 experts x 128 units over the 100 per-pixel
 tokens), plugged into rejax as its agent (:class:`JaxlabAgent`), on Breakout-MinAtar, batch 32,
