@@ -13,7 +13,7 @@ PYTHON_LATEST ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/py
                    $$p -c 'import sys' >/dev/null 2>&1 && echo $$p && break; done)
 VENV_LATEST ?= .venv-latest
 
-.PHONY: demo test test-slow test-latest install clean-runs docs docs-light
+.PHONY: demo test test-slow test-latest install clean-runs docs docs-light bench-rejax
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -68,3 +68,9 @@ test-slow: $(STAMP)
 
 clean-runs:
 	rm -rf runs
+
+# jaxlab's DQN beside rejax's (benchmarks/rl_rejax_throughput.py) in its own venv, .venv-rejax
+# (rejax 0.1.3 needs gymnax 0.0.9; benchmarks/rejax_constraints.txt). REJAX_ARGS: the script's arguments.
+REJAX_ARGS ?= --out=benchmarks/results/rl/rejax_throughput.json
+bench-rejax:
+	benchmarks/rl_rejax_throughput.sh $(REJAX_ARGS)

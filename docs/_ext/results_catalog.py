@@ -156,6 +156,10 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "tree and a flat cumulative sum (add + sample 32 + update, capacities 100k and 1M).",
         "python benchmarks/rl_per_speed.py --rounds 15 --out benchmarks/results/rl/per_speed.json",
         _RL),
+    "rl/rejax_throughput.json": (
+        "jaxlab's DQN beside rejax 0.1.3's, the same QNetwork in both, dense and Soft MoE, 1 and 8 vmapped seeds.",
+        "benchmarks/rl_rejax_throughput.sh --frames=1000 --repeats=3 --out=benchmarks/results/rl/rejax_throughput.json",
+        _RL),
     "rl/td_update_speed.json": (
         "The jitted DQN's TD update and its parts on XLA:CPU, against the CleanRL-style loop.",
         "cd benchmarks && python rl_td_update_speed.py --k 100 --rounds 5 --out results/rl/td_update_speed.json",

@@ -107,6 +107,22 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
     errors.check_probability(d.eval_epsilon, "dqn.eval_epsilon", "the exploration rate of evaluation")
 
 
+def _sample_apart(replay: Any, state: Any, rng: jax.Array, gamma: float) -> Any:
+  """``replay.sample_transitions(state, rng, gamma)`` behind a ``lax.cond`` that is always true once the buffer is filled.
+
+  With one environment step per update (``env.num_envs == dqn.update_period``) XLA removes the
+  collect loop (trip count 1), fuses the replay write into the sample's gather, and copy insertion
+  then copies the whole observation buffer twice per update (40 MB at capacity 100k; 3x the
+  program's time on XLA:CPU; docs/methods/soft_moe_rl.md, "Profile of one jitted call"). A
+  conditional is a fusion boundary, so the write stays in place. The batch is the same: the true
+  branch is the plain sample; the false one (zeros) never runs after the warm-up, and under
+  vmapped seeds both run and a select over the 32-row batch (not the buffer) picks the sample.
+  """
+  sample = lambda: replay.sample_transitions(state, rng, gamma)  # noqa: E731
+  zeros = lambda: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(sample))  # noqa: E731
+  return jax.lax.cond(replay.can_sample(state), sample, zeros)
+
+
 @TASKS.register("dqn_minatar")
 def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   """The task of ``configs/dqn_minatar.py`` (see there for every key), with its
@@ -209,7 +225,10 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     params = cast_floats(state.params, acting_dtype)
     data, stats = jax.lax.scan(lambda dt, k: env_step(dt, params, epsilon, k), state.data_state,
                                jax.random.split(k_act, env_steps_per_update))
-    batch = replay.sample_transitions(data.replay, k_sample, d.gamma)
+    if env_steps_per_update == 1:
+      batch = _sample_apart(replay, data.replay, k_sample, d.gamma)
+    else:
+      batch = replay.sample_transitions(data.replay, k_sample, d.gamma)
     metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
                "episodes": data.episodes, "frames": prefill_frames + (state.step + 1) * frames_per_step,
                **dqn.routing_metrics(jax.tree.map(lambda x: jnp.mean(x, axis=0), stats))}
