@@ -18,7 +18,8 @@ from jaxlab.train.task import make_task
 def _program(monkeypatch, apart: bool, seeds: int = 1):
   """(compiled HLO text, state after 2 donated calls of 2 updates) of the tiny agent, 4 envs x 1 step."""
   if not apart:  # the plain sample, as before the conditional
-    monkeypatch.setattr(task_module, "_sample_apart", lambda replay, state, rng: replay.sample(state, rng))
+    monkeypatch.setattr(task_module, "_sample_apart",
+                        lambda replay, state, rng, gamma: replay.sample_transitions(state, rng, gamma))
   c = dqn_minatar.get_config("tiny")
   c.env.num_envs = 4
   task = make_task(c)
