@@ -28,8 +28,9 @@ Reported as Dopamine reports Atari 100k (``labs/atari_100k/atari_100k_runner.py`
       --workdir=<tmp>/der --out=<tmp>/der.json                 # smoke run (toy network, 25-step episodes)
 
 Cells go to ``<workdir>/cells/<game>__<head>.json`` as they finish (their trainer workdirs, with
-checkpoints, beside them: a killed cell resumes); ``--out`` (default
-``benchmarks/results/rl_der_study.json``) and its ``.png`` are rebuilt from the cell files.
+checkpoints, beside them: a killed cell resumes); ``--out`` (default ``der_study.json`` in
+``benchmarks/results/rl``; written by a run, none committed yet) and its ``.png`` are rebuilt from
+the cell files.
 
 Cost (``--measure``, Pong, one update per agent step, batch 32, Nature CNN; on the 2-core CPU the
 studies ran on, at load average 10-12, i.e. shared about fivefold): seconds per 1k agent steps,
@@ -358,7 +359,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   p.add_argument("--size", default="real", choices=("real", "tiny"))
   p.add_argument("--eval_episodes", type=int, default=100, help="evaluation games per run (Dopamine: 100)")
   p.add_argument("--workdir", default="runs/rl_der_study", help="cell files and trainer workdirs")
-  p.add_argument("--out", default="benchmarks/results/rl_der_study.json")
+  p.add_argument("--out", default=os.path.join("benchmarks", "results", "rl", "der_study.json"))
   p.add_argument("--report_only", action="store_true")
   p.add_argument("--measure", action="store_true", help="s per 1k agent steps of each head, then stop")
   p.add_argument("--measure_steps", type=int, default=400, help="--measure: updates, in two calls (even)")
