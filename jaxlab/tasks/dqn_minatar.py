@@ -34,7 +34,8 @@ values), ``dqn.update_horizon`` n > 1 (n-step returns from runs of n + 1 replay 
 :func:`~jaxlab.rl.n_step_transitions`), ``network.dueling`` and ``network.noisy`` (a noise key per
 acting step and, in the loss, one for the online pass and another for the target's; evaluation and
 the inference functions use the noisy layers' means, Dopamine's ``eval_mode``). With noisy nets
-Dopamine holds epsilon at ``epsilon_train``; this task keeps the configured schedule.
+Dopamine acts with ``zero_epsilon`` (full_rainbow_agent.py:52-55, 335 @ 5873f54); this task keeps the
+configured schedule (``dqn_atari`` has ``dqn.epsilon_schedule='zero'`` for it).
 ``dqn.replay_scheme='prioritized'``: prioritised replay as Dopamine's Rainbow (Schaul et al. 2016;
 :mod:`jaxlab.rl.priorities`): batches drawn in proportion to priorities, the TD loss weighted by
 :func:`~jaxlab.rl.priorities.importance_weights`, and after each update the task's
