@@ -32,12 +32,9 @@ checkpoints, beside them: a killed cell resumes); ``--out`` (default ``der_study
 ``benchmarks/results/rl``; written by a run, none committed yet) and its ``.png`` are rebuilt from
 the cell files.
 
-Cost (``--measure``, Pong, one update per agent step, batch 32, Nature CNN; on the 2-core CPU the
-studies ran on, at load average 10-12, i.e. shared about fivefold): seconds per 1k agent steps,
-1 seed: dense 569, Soft MoE 1067 (toy heads: 286 and 378); 3 vmapped seeds: dense 2191, Soft MoE
-1885. A 100k-step cell of 3 seeds is thus 2 to 2.5 days of that CPU, and the 2 games x 2 heads
-x 3 seeds design about 9 days: it is meant for an accelerator (``benchmarks/accelerator.py
---parts=rl_studies``).
+Cost (``--measure``; ``benchmarks/results/rl/der_cost.json`` and ``der_cost_3_seeds.json``): on the
+2-core CPU of this work a 100k-step cell of three seeds is 30-43 hours, so the study is meant for an
+accelerator (``benchmarks/accelerator.py --parts=rl_studies``).
 
 The config: ``configs/dqn_atari.py:der`` (DER.gin's values; its protocol table is on the Soft-MoE
 RL methods page), with the game, the head, the budget and the seeds set here.
@@ -325,7 +322,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
 
   rows = []
   for head in args.heads:
-    c, _ = cell_config(args.games[0], head, agent_steps=2000 + steps, seeds=args.seeds, size=args.size,
+    c = cell_config(args.games[0], head, agent_steps=2000 + steps, seeds=args.seeds, size=args.size,
                        eval_episodes=0)  # a replay that holds the run, no more
     c.steps_per_call = steps // 2
     c.num_steps = c.log_every = c.eval_every = c.checkpoint_every = steps
@@ -338,6 +335,15 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
            "wall_s_incl_compile_and_warmup": time.perf_counter() - t0, "load_average": os.getloadavg()[0]}
     rows.append(row)
     print(json.dumps(row), flush=True)
+  import platform  # noqa: PLC0415
+  record = {"what": "s per 1k agent steps of configs/dqn_atari.py:der (one update per agent step, batch 32), "
+                    "dense vs Soft-MoE head, from the trainer's rate (the compiling first call left out)",
+            "command": "python benchmarks/rl_der_study.py " + " ".join(sys.argv[1:]),
+            "date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}",
+            "jax": jax.__version__, "rows": rows}
+  os.makedirs(os.path.dirname(os.path.abspath(args.measure_out)), exist_ok=True)
+  with open(args.measure_out, "w") as f:
+    json.dump(record, f, indent=1)
   return rows
 
 
@@ -363,6 +369,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   p.add_argument("--report_only", action="store_true")
   p.add_argument("--measure", action="store_true", help="s per 1k agent steps of each head, then stop")
   p.add_argument("--measure_steps", type=int, default=400, help="--measure: updates, in two calls (even)")
+  p.add_argument("--measure_out", default=os.path.join("benchmarks", "results", "rl", "der_cost.json"),
+                 help="--measure: where the rows go")
   args = p.parse_args(argv)
   args.games = tuple(g for g in args.games.split(",") if g)
   args.heads = tuple(h for h in args.heads.split(",") if h)

@@ -156,6 +156,15 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "tree and a flat cumulative sum (add + sample 32 + update, capacities 100k and 1M).",
         "python benchmarks/rl_per_speed.py --rounds 15 --out benchmarks/results/rl/per_speed.json",
         _RL),
+    "rl/der_cost.json": (
+        "The cost of the der preset on this CPU: s per 1k agent steps, dense vs Soft-MoE head, one seed.",
+        "python benchmarks/rl_der_study.py --measure --games=Pong --seeds=1 --measure_steps=40",
+        _RL),
+    "rl/der_cost_3_seeds.json": (
+        "The same with three vmapped seeds.",
+        "python benchmarks/rl_der_study.py --measure --games=Pong --seeds=3 --measure_steps=40 "
+        "--measure_out=benchmarks/results/rl/der_cost_3_seeds.json",
+        _RL),
     "rl/rejax_throughput.json": (
         "jaxlab's DQN beside rejax 0.1.3's, the same QNetwork in both, dense and Soft MoE, 1 and 8 vmapped seeds.",
         "benchmarks/rl_rejax_throughput.sh --frames=1000 --repeats=3 --out=benchmarks/results/rl/rejax_throughput.json",

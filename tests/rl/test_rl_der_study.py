@@ -96,3 +96,13 @@ def test_bad_arguments_are_one_line(args, words, capsys):
     main(args + ["--workdir=/nonexistent"])
   err = capsys.readouterr().err.strip().splitlines()
   assert e.value.code == 2 and len(err) == 1 and words in err[0], err
+
+
+@pytest.mark.slow  # two tiny trainings (compilation): a minute
+def test_measure_writes_the_cost_of_each_head(tmp_path):
+  out = tmp_path / "cost.json"
+  assert main(["--measure", "--size=tiny", "--seeds=1", "--games=Pong", "--measure_steps=4",
+               f"--measure_out={out}"]) == 0
+  record = json.loads(out.read_text())
+  assert [r["head"] for r in record["rows"]] == ["dense", "softmoe"]
+  assert all(r["s_per_1k_agent_steps"] > 0 for r in record["rows"]) and "--measure" in record["command"]
