@@ -13,6 +13,7 @@ from jaxlab.rl.replay import TimeStep, make_replay
 from jaxlab.rl.replay_frames import FrameStep, make_frame_replay
 
 from tests.rl.test_replay_frames import S, _check_against_reference
+from tests.rl.test_replay_frames import _fill as _frame_fill
 
 
 def _steps(replay, t, done=False):
@@ -83,17 +84,6 @@ def test_uniform_sample_transitions_is_the_old_sampling_bit_for_bit(horizon):
   for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
     np.testing.assert_array_equal(a, b)
   assert got.importance is None and got.index is None
-
-
-def _frame_fill(replay, firsts):
-  state, add = replay.init(), _jitted_add(replay)
-  for t, first in enumerate(firsts):
-    e = np.arange(replay.num_envs)
-    frame = np.broadcast_to((1 + t + 100 * e)[:, None, None] % 256, (replay.num_envs, *replay.frame_shape))
-    state = add(state, FrameStep(jnp.asarray(frame, jnp.uint8), jnp.asarray(t + 1000 * e, jnp.int32),
-                                 jnp.full((replay.num_envs,), float(t), jnp.float32),
-                                 jnp.ones((replay.num_envs,), jnp.float32), jnp.full((replay.num_envs,), first)))
-  return state
 
 
 def _valid_slots(replay, state):
