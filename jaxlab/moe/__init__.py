@@ -9,7 +9,7 @@ module is private (``_soft_moe``); ``"softmoe"`` is only a config value (``netwo
 
 from jaxlab.moe.experts import apply_experts, init_experts
 from jaxlab.moe.modules import SoftMoE, Top1MoE
-from jaxlab.moe._soft_moe import (init_router, init_soft_moe, num_slots, soft_moe,
+from jaxlab.moe._soft_moe import (combine_spread, init_router, init_soft_moe, num_slots, soft_moe,
                                   soft_moe_einsum, soft_moe_stats)
 from jaxlab.moe.top1 import capacity, init_top1_moe, top1_moe
 
@@ -18,7 +18,7 @@ from jaxlab.moe.top1 import capacity, init_top1_moe, top1_moe
 EXPERT_PARALLEL_RULES = ((r"experts/", ("expert",)),)
 
 __all__ = [
-    "EXPERT_PARALLEL_RULES", "SoftMoE", "Top1MoE", "apply_experts", "capacity", "init_experts",
+    "EXPERT_PARALLEL_RULES", "SoftMoE", "Top1MoE", "apply_experts", "capacity", "combine_spread", "init_experts",
     "init_router", "init_soft_moe", "init_top1_moe", "num_slots", "soft_moe", "soft_moe_einsum",
     "soft_moe_stats", "top1_moe",
 ]

@@ -12,6 +12,13 @@ Ablations of Sokar et al., "Don't flatten, tokenize!", ICLR 2025: ``head="token_
 scaled to the width of n (:func:`scaled_single_expert`) is ``num_experts=1, expert_hidden=n*h``.
 ``diagnostics=True`` adds the activations :mod:`jaxlab.rl.diagnostics` scores to the stats.
 
+Options for a router that stays uniform (docs/methods/soft_moe_rl.md, "Why the router does not
+learn"), each off by default (off, the network, its parameters and stats are those without it):
+``normalize`` (Puigcerver et al.'s l2-normalised routing with a learned scale, vmoe's default),
+``position_embedding="learned"`` (ViT's table added to the tokens), ``tokenizer="per_patch"``
+(Dopamine's patch embedding), ``pooling="gap"`` (global average pooling in place of the flatten,
+Sokar & Castro 2025) and ``router_diagnostics`` (the combine weights' spread in the stats).
+
 Example::
 
   net = QNetwork(num_actions=6, encoder="minatar", head="softmoe", num_experts=8,
@@ -77,7 +84,9 @@ class QNetwork(nn.Module):
       ``moe_impl="cpu_kernel"``).
     moe_impl: Soft MoE implementation, ``"auto"`` (the CPU kernel on CPU, the einsum form on
       GPU/TPU, chosen when the program is lowered), ``"cpu_kernel"`` or ``"einsum"``.
-    patch_size: the "per_patch" tokenizer's patch size.
+    patch_size: the "per_patch" tokenizer's patch size (Dopamine's: (3, 3); its VALID convolution drops
+      the last ``H mod ph`` rows and ``W mod pw`` columns, so on MinAtar's 10x10 map (2, 2) or (5, 5)
+      keep every cell).
     embedding_size: the "per_patch" tokenizer's embedding size, and the token width of
       "per_feat" on vector features.
     mlp_features: the "mlp" encoder's hidden widths (dopamine's ``ClassicControlDQNNetwork``
@@ -93,6 +102,16 @@ class QNetwork(nn.Module):
     noisy: the Q head's layers are factorised noisy linear layers (Fortunato et al. 2018);
       every call then needs a ``"noise"`` RNG (``apply(..., rngs={"noise": key})``).
     deterministic: noisy layers use their mean weights (Dopamine's ``eval_mode``): no RNG needed.
+    position_embedding: "none", or "learned": a table [m, d] added to the tokens of the MoE and
+      token heads before the layer (:class:`~jaxlab.rl.networks_tokens.PositionEmbedding`, ViT's).
+    pooling: how the Q head's input is made from positions: "flatten" (the paper's: the MoE or
+      token layer's output [b, m, d] flattened, or the encoder's features before the dense head) or
+      "gap" (their mean over the positions: global average pooling, Sokar & Castro 2025,
+      :func:`~jaxlab.rl.networks_tokens.global_average_pool`); vector features have no positions to pool
+      but the tokens of the MoE and token heads.
+    router_diagnostics: the Soft MoE's stats keep ``combine_spread``
+      (:func:`jaxlab.moe.combine_spread`; dropped otherwise), and the dqn tasks log the Q-values'
+      spread on the replay batch and the router's Adam moments against eps (``jaxlab.rl.diagnostics``).
     diagnostics: the stats also hold ``activations/encoder`` (the encoder's post-ReLU output),
       ``activations/penultimate`` (the post-ReLU hidden layer of the dense and token heads; the
       MoE heads' expert activations are not exposed) and ``activations/features`` (the Q head's
@@ -121,6 +140,9 @@ class QNetwork(nn.Module):
   dueling: bool = False
   noisy: bool = False
   deterministic: bool = False
+  position_embedding: str = "none"
+  pooling: str = "flatten"
+  router_diagnostics: bool = False
   diagnostics: bool = False
 
   def check_config(self) -> None:
@@ -150,7 +172,10 @@ class QNetwork(nn.Module):
       w = getattr(self, name)
       check_range(w, f"QNetwork.{name}", 0)
     check_int(self.num_atoms, "QNetwork.num_atoms", meaning="1 = scalar Q-values, > 1 = C51 (Dopamine: 51)")
-    for name in ("dueling", "noisy", "deterministic", "diagnostics"):
+    check(self.position_embedding in tokens.POSITION_EMBEDDINGS,
+          f"QNetwork.position_embedding={self.position_embedding!r}; choose one of {tokens.POSITION_EMBEDDINGS}")
+    check(self.pooling in tokens.POOLINGS, f"QNetwork.pooling={self.pooling!r}; choose one of {tokens.POOLINGS}")
+    for name in ("dueling", "noisy", "deterministic", "router_diagnostics", "diagnostics"):
       check_bool(getattr(self, name), f"QNetwork.{name}")
 
   @nn.compact
@@ -167,18 +192,23 @@ class QNetwork(nn.Module):
           f"QNetwork.encoder={self.encoder!r} needs images [batch, H, W, C]; vector observations {obs.shape} "
           "take encoder='mlp' (or 'auto')")
     features = encoders.make_encoder(encoder, tuple(self.mlp_features))(obs)
-    b = features.shape[0]
     activations = {"encoder": features}
+    if self.head in ("none", "dense"):
+      check(self.pooling == "flatten" or features.ndim == 4,
+            f"QNetwork.pooling={self.pooling!r} with head={self.head!r} needs image features to average over; "
+            f"the {encoder!r} encoder's vector features have no positions (pooling='flatten')")
     if self.head == "none":  # Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer
-      hidden = features.reshape(b, -1)
+      hidden = tokens.pool(features, self.pooling)
       stats: dict[str, Any] = {}
     elif self.head == "dense":
       hidden = nn.relu(nn.Dense(self.width * self.width_multiplier, kernel_init=_INIT)(
-          features.reshape(b, -1)))
+          tokens.pool(features, self.pooling)))
       stats = {}
       activations["penultimate"] = hidden
     else:
       x = self._tokens(features, encoder)
+      if self.position_embedding == "learned":
+        x = tokens.PositionEmbedding(name="position_embedding")(x)
       if self.head == "softmoe":
         y, stats = moe_modules.SoftMoE(
             self.num_experts, self.expert_hidden, self.capacity_factor,
@@ -191,7 +221,9 @@ class QNetwork(nn.Module):
                  else token_heads.TokenMLP(self.expert_hidden))
         y, activations["penultimate"] = layer(x)
         stats = {}
-      hidden = y.reshape(b, -1)
+      hidden = tokens.pool(y, self.pooling)
+      if not self.router_diagnostics:
+        stats.pop("combine_spread", None)
     if self.diagnostics:
       activations["features"] = hidden
       stats = {**stats, **{ACTIVATIONS + k: v for k, v in activations.items()}}

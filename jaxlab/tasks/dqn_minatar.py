@@ -21,6 +21,11 @@ of a Soft-MoE update; docs/methods/soft_moe_rl.md, "Profile of one jitted call")
 losses are logged from the loss, which uses them.
 With ``network.diagnostics`` the loss also logs ``diag/...`` (dormant-neuron fractions, feature rank;
 :mod:`jaxlab.rl.diagnostics`) of the online network on its replay batch, as the papers measure them.
+With ``network.router_diagnostics`` (:mod:`jaxlab.rl.diagnostics`): ``moe/combine_spread`` from the
+acting passes, ``q_spread_states`` / ``q_spread_actions`` from the loss's online pass, and, from the
+optimizer state before each update, ``router/grad_rms``, ``router/grad_rms_over_eps`` and
+``router/step_fraction`` (and ``adam/...`` over all parameters): Adam's second moments against
+``optimizer.eps``.
 
 ``env.name`` is a MinAtar game (Dopamine's conventions), any gymnax id ("CartPole-v1", ...) or an
 environment registered in ``jaxlab.rl.envs.ENVS`` (e.g. by a config file): see
@@ -60,7 +65,7 @@ import ml_collections
 
 from jaxlab import errors
 from jaxlab.errors import InputError, check
-from jaxlab.rl import dqn
+from jaxlab.rl import diagnostics as rl_diagnostics, dqn
 from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn, priority_update
 from jaxlab.rl.dqn_config import (MAX_FRAMES, c51_support_from_config, check_count, check_dqn_settings,
                                   q_network_from_config)
@@ -220,6 +225,13 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     frame = prefill_frames + step * frames_per_step
     return dqn.linear_epsilon(frame, d.epsilon_decay_frames, prefill_frames, d.epsilon_end)
 
+  opt = config.get("optimizer", None) or {}
+  adam_eps, adam_b2 = opt.get("eps", 1e-8), opt.get("b2", 0.999)  # optax.adam's defaults
+
+  def router_metrics(state):
+    """Adam's second moments of the router (and of all parameters) against eps, before this update."""
+    return rl_diagnostics.adam_moments(state.opt_state, adam_eps, adam_b2, where="network.router_diagnostics=True")
+
   def collect(state, rng):
     epsilon = epsilon_at(state.step)
     k_act, k_sample = jax.random.split(rng)
@@ -233,6 +245,8 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
                "episodes": data.episodes, "frames": prefill_frames + (state.step + 1) * frames_per_step,
                **dqn.routing_metrics(jax.tree.map(lambda x: jnp.mean(x, axis=0), stats))}
+    if net.router_diagnostics:
+      metrics.update(router_metrics(state))
     return state.replace(data_state=data), batch, metrics
 
   loss_fn = make_loss_fn(agent, gamma=d.gamma, horizon=horizon, double_dqn=d.double_dqn, loss=d.loss,
