@@ -36,6 +36,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -46,6 +47,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.rl_study_cells import cell_config, iqm_table, per_run, run_cell, units  # noqa: E402
+from jaxlab.errors import check  # noqa: E402
 from jaxlab.train.metrics_writer import read_metrics  # noqa: E402
 from jaxlab.train.trainer import train  # noqa: E402
 
@@ -76,23 +78,54 @@ def _selected(study: Any) -> list[tuple[str, str, str | None]]:
 
 # ---------------------------------------------------------------- measure
 
-def _timed_program(study: Any, name: str, game: str, num_steps: int, diagnostics: bool = True) -> tuple[float, float]:
-  """(CPU s, wall s) of training one program for ``num_steps`` updates, compilation included, no evaluation."""
+def _timed_program(study: Any, name: str, game: str, num_steps: int, diagnostics: bool = True
+                   ) -> tuple[float, float, float]:
+  """Trains one program for ``num_steps`` updates, logging after every call; returns (CPU s of the calls
+  after the first, wall s of them, CPU s up to the end of the first call, which compiles).
+
+  The process's CPU time is read when each call's row appears in ``metrics.jsonl`` (a thread polls
+  it every 50 ms), so compilation and the final checkpoint are left out of the rate.
+  """
   c = cell_config(study, name, game)
   c.network.router_diagnostics = diagnostics
-  c.num_steps = c.log_every = c.eval_every = c.checkpoint_every = num_steps
+  c.num_steps = c.eval_every = c.checkpoint_every = num_steps
+  c.log_every = c.steps_per_call
   c.dqn.eval_steps = 0
-  cpu, wall = time.process_time(), time.perf_counter()
-  train(c, tempfile.mkdtemp(prefix="router_measure_"), progress=False)
-  return time.process_time() - cpu, time.perf_counter() - wall
+  workdir = tempfile.mkdtemp(prefix="router_measure_")
+  metrics = os.path.join(workdir, "metrics.jsonl")
+  seen: list[tuple[int, float, float]] = []  # (rows, CPU s, wall s) whenever the row count grows
+  done = threading.Event()
+
+  def poll() -> None:
+    rows = 0
+    while not done.is_set():
+      if os.path.exists(metrics):
+        with open(metrics) as f:
+          now = sum(1 for _ in f)
+        if now > rows:
+          rows = now
+          seen.append((rows, time.process_time(), time.perf_counter()))
+      time.sleep(0.05)
+
+  watcher = threading.Thread(target=poll, daemon=True)
+  cpu0 = time.process_time()
+  watcher.start()
+  train(c, workdir, progress=False)
+  done.set()
+  watcher.join()
+  calls = num_steps // c.steps_per_call
+  check(seen and seen[0][0] == 1 and seen[-1][0] == calls,
+        f"--measure saw metrics rows {[r for r, _, _ in seen]}; expected 1..{calls} (one per call)")
+  first, last = seen[0], seen[-1]
+  return last[1] - first[1], last[2] - first[2], first[1] - cpu0
 
 
 def measure(study: Any, out: str) -> dict[str, Any]:
   """CPU seconds per 1k frames (all vmapped runs of a program) of each variant on the first game.
 
-  Each variant trains twice: one call of ``steps_per_call`` updates, then ``measure_steps`` updates;
-  both compile the same program, so the difference is the CPU time of the extra updates. CPU time is
-  the process's (``time.process_time``: all its threads), which depends less than wall time on what
+  Each variant trains ``measure_steps`` updates in calls of ``steps_per_call``; the CPU time of the
+  calls after the first (which compiles) gives the rate (:func:`_timed_program`). CPU time is the
+  process's (``time.process_time``: all its threads), which depends less than wall time on what
   else the shared machine runs. The first variant is also timed without ``network.router_diagnostics``
   (row ``<variant>_no_diagnostics``): what the diagnostics cost.
   """
@@ -100,14 +133,12 @@ def measure(study: Any, out: str) -> dict[str, Any]:
   rows = []
   names = [u[1] for u in _selected(study) if u[2] == game]
   for name, diagnostics_on in [(n, True) for n in names] + [(names[0], False)]:
-    per_call = study.base.steps_per_call
-    cpu1, wall1 = _timed_program(study, name, game, per_call, diagnostics_on)
-    cpu2, wall2 = _timed_program(study, name, game, study.measure_steps, diagnostics_on)
-    frames = (study.measure_steps - per_call) * 4 * study.seeds  # dqn.update_period = 4 frames per update
+    cpu, wall, cpu_first = _timed_program(study, name, game, study.measure_steps, diagnostics_on)
+    frames = (study.measure_steps - study.base.steps_per_call) * 4 * study.seeds  # update_period: 4 frames
     row = {"variant": name if diagnostics_on else f"{name}_no_diagnostics", "game": game, "seeds": study.seeds,
            "router_diagnostics": diagnostics_on, "timed_frames_all_runs": frames,
-           "cpu_s_per_1k_frames": 1000 * (cpu2 - cpu1) / frames, "wall_s_per_1k_frames": 1000 * (wall2 - wall1) / frames,
-           "cpu_s_compile_and_first_call": cpu1, "load_average": os.getloadavg()[0]}
+           "cpu_s_per_1k_frames": 1000 * cpu / frames, "wall_s_per_1k_frames": 1000 * wall / frames,
+           "cpu_s_compile_and_first_call": cpu_first, "load_average": os.getloadavg()[0]}
     rows.append(row)
     print(json.dumps(row), flush=True)
   frames_total = study.base.num_steps * 4 * study.seeds
