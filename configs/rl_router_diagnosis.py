@@ -49,8 +49,10 @@ GAMES = ("breakout", "space_invaders")
 ENTROPY_TARGET = 0.9
 #: What the study costs: the CPU seconds per 1k frames (all 3 seeds of a program) measured by
 #: ``--measure`` (router_diagnosis_cost.json), times the frames. Rewritten by whoever re-measures.
+#: Measured 2026-12-04 at load 9-14: 2.0 CPU s per 1k frames for every Soft-MoE variant (2.4 per_patch, 0.6
+#: dense; the diagnostics cost nothing measurable: 2.006 without them), ~27 s to compile: 84 CPU-minutes.
 BUDGET = {"frames_per_run": FRAMES, "seeds": SEEDS, "games": len(GAMES), "variants": 7,
-          "cpu_minutes_estimate": None}
+          "cpu_minutes_estimate": 84}
 
 
 def _cell(what: str, network: dict | None = None, **settings) -> dict:

@@ -169,6 +169,15 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "jaxlab's DQN beside rejax 0.1.3's, the same QNetwork in both, dense and Soft MoE, 1 and 8 vmapped seeds.",
         "benchmarks/rl_rejax_throughput.sh --frames=1000 --repeats=3 --out=benchmarks/results/rl/rejax_throughput.json",
         _RL),
+    "rl/router_diagnosis.json": (
+        "Why the Soft-MoE router does not learn on MinAtar: routing entropies, combine spread, router gradient vs "
+        "Adam's eps, Q spread and returns per router option, Breakout and SpaceInvaders, 3 seeds.",
+        "nice -n 10 python benchmarks/rl_router_diagnosis.py",
+        _RL),
+    "rl/router_diagnosis_cost.json": (
+        "CPU seconds per 1k frames of each router-study variant (3 vmapped seeds), with and without the diagnostics.",
+        "nice -n 10 python benchmarks/rl_router_diagnosis.py --measure",
+        _RL),
     "rl/td_update_speed.json": (
         "The jitted DQN's TD update and its parts on XLA:CPU, against the CleanRL-style loop.",
         "cd benchmarks && python rl_td_update_speed.py --k 100 --rounds 5 --out results/rl/td_update_speed.json",
