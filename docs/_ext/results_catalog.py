@@ -169,6 +169,12 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "jaxlab's DQN beside rejax 0.1.3's, the same QNetwork in both, dense and Soft MoE, 1 and 8 vmapped seeds.",
         "benchmarks/rl_rejax_throughput.sh --frames=1000 --repeats=3 --out=benchmarks/results/rl/rejax_throughput.json",
         _RL),
+    "rl/expert_scaling_router_cost.json": (
+        "CPU seconds per 1k frames of the expert-scaling cells (3 vmapped seeds) and the CPU estimate of the 200k-frame "
+        "re-run with the router fix (configs/rl_expert_scaling.py:router).",
+        "nice -n 10 python benchmarks/rl_router_diagnosis.py --measure --config=configs/rl_expert_scaling.py:router "
+        "--config.measure_steps=1000 --cells=dense,dense_x4,dense_x8,softmoe_1,softmoe_2,softmoe_4,softmoe_8",
+        _RL),
     "rl/router_diagnosis.json": (
         "Why the Soft-MoE router does not learn on MinAtar: routing entropies, combine spread, router gradient vs "
         "Adam's eps, Q spread and returns per router option, Breakout and SpaceInvaders, 3 seeds.",
