@@ -4,7 +4,7 @@ The study config (``configs/rl_router_diagnosis.py``) lists the variants (cells)
 (game, variant) is ``configs/dqn_minatar.py`` + ``base`` + the variant's ``set``, its seeds vmapped
 as runs of one program (``runs.seeds``), trained by ``jaxlab.train.trainer.train`` in
 ``<workdir>/<game>/<variant>`` with ``network.router_diagnostics`` on. A finished program's record
-(:func:`benchmarks.rl_study_cells.run_cell`'s, plus the diagnostics' curves) goes to
+(:func:`benchmarks.rl_study_cells.run_cell`'s, with the diagnostics' curves) goes to
 ``<out_dir>/<prefix>.json`` at once, so a rerun skips it; a killed program resumes from its
 checkpoint. Then the table (``<prefix>.md``) and the plot (``<prefix>.png``).
 
@@ -46,26 +46,14 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.rl_study_cells import cell_config, iqm_table, per_run, run_cell, units  # noqa: E402
+from benchmarks.rl_study_cells import CURVES, cell_config, iqm_table, run_cell, units  # noqa: E402
 from jaxlab.errors import check  # noqa: E402
-from jaxlab.train.metrics_writer import read_metrics  # noqa: E402
 from jaxlab.train.trainer import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/rl_router_diagnosis.py", "study config")
 _REPORT_ONLY = flags.DEFINE_bool("report_only", False, "only rebuild the table and plot from the JSON")
 _MEASURE = flags.DEFINE_bool("measure", False, "CPU seconds per 1k frames of every variant (first game), then stop")
 _CELLS = flags.DEFINE_list("cells", None, "run only these variants or game/variant keys (default: all, in order)")
-
-#: record name -> the logged metric it follows (``network.router_diagnostics``'s, the task's).
-CURVES = {
-    "dispatch_entropy": "moe/dispatch_entropy", "combine_entropy": "moe/combine_entropy",
-    "combine_spread": "moe/combine_spread",
-    "router_grad_rms": "router/grad_rms", "router_grad_rms_over_eps": "router/grad_rms_over_eps",
-    "router_step_fraction": "router/step_fraction",
-    "adam_grad_rms_over_eps": "adam/grad_rms_over_eps", "adam_step_fraction": "adam/step_fraction",
-    "q_spread_states": "q_spread_states", "q_spread_actions": "q_spread_actions",
-}
-
 
 def _command() -> str:
   return "python " + " ".join(sys.argv)
@@ -157,26 +145,11 @@ def measure(study: Any, out: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- cells
 
-def diagnostics(workdir: str, runs: int, frames_per_update: int) -> dict[str, Any]:
-  """The diagnostics' curves (``curve_<name>``: per log point, per run) and their last values (``final_<name>``)."""
-  rows = read_metrics(workdir)
-  out: dict[str, Any] = {}
-  for name, key in CURVES.items():
-    points = [r for r in rows if key in r]
-    if not points:
-      continue
-    out[f"curve_{name}_frames"] = [r["step"] * frames_per_update for r in points]
-    out[f"curve_{name}"] = [per_run(r[key], runs) for r in points]
-    out[f"final_{name}"] = per_run(points[-1][key], runs)
-  return out
-
-
 def run_unit(study: Any, name: str, game: str, key: str) -> dict[str, Any]:
   """Trains one variant on one game (all its seeds in one program); its record with the diagnostics."""
   t0 = time.process_time()
-  record = run_cell(study, name, game, key)
+  record = run_cell(study, name, game, key)  # with the diagnostics' curves (network.router_diagnostics)
   record["cpu_time_s"] = time.process_time() - t0
-  record.update(diagnostics(os.path.join(study.workdir, key), len(record["runs"]), record["dqn"]["update_period"]))
   return record
 
 

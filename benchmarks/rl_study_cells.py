@@ -68,6 +68,33 @@ def run_labels(study: Any) -> list[dict[str, Any]]:
   return [{"lr": lr, "seed": s} for lr in lrs for s in range(study.seeds)]
 
 
+#: record name -> the logged metric it follows (``network.router_diagnostics``'s).
+CURVES = {
+    "dispatch_entropy": "moe/dispatch_entropy", "combine_entropy": "moe/combine_entropy",
+    "combine_spread": "moe/combine_spread",
+    "router_grad_rms": "router/grad_rms", "router_grad_rms_over_eps": "router/grad_rms_over_eps",
+    "router_step_fraction": "router/step_fraction",
+    "adam_grad_rms_over_eps": "adam/grad_rms_over_eps", "adam_step_fraction": "adam/step_fraction",
+    "q_spread_states": "q_spread_states", "q_spread_actions": "q_spread_actions",
+}
+
+
+def diagnostic_curves(workdir: str, runs: int, frames_per_update: int) -> dict[str, Any]:
+  """The curves of the :data:`CURVES` a run logged (``curve_<name>``: per log point, per run; ``curve_<name>_frames``)
+  and their last values (``final_<name>``): the routing entropies of every MoE run, the rest with
+  ``network.router_diagnostics``."""
+  rows = read_metrics(workdir)
+  out: dict[str, Any] = {}
+  for name, key in CURVES.items():
+    points = [r for r in rows if key in r]
+    if not points:
+      continue
+    out[f"curve_{name}_frames"] = [r["step"] * frames_per_update for r in points]
+    out[f"curve_{name}"] = [per_run(r[key], runs) for r in points]
+    out[f"final_{name}"] = per_run(points[-1][key], runs)
+  return out
+
+
 def per_run(value: Any, runs: int) -> list[float]:
   """A metric as one float per run (a scalar repeated for every run)."""
   v = np.asarray(value, np.float64).reshape(-1)
@@ -108,6 +135,8 @@ def run_cell(study: Any, name: str, game: str | None = None, key: str | None = N
       "final_step_size": per_run(lb[-1]["opt/step_size"], runs) if lb and "opt/step_size" in lb[-1] else None,
       "loss_curve": [per_run(r["loss"], runs) for r in rows if "loss" in r],
       "load_average": os.getloadavg()[0],
+      # routing entropies, combine spread, router gradient vs eps, Q spread (network.router_diagnostics)
+      **diagnostic_curves(workdir, runs, frames_per_update),
   }
 
 
