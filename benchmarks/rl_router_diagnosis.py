@@ -145,11 +145,30 @@ def measure(study: Any, out: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- cells
 
+def router_state(workdir: str) -> dict[str, Any]:
+  """The router's parameters at the end of a program, per run: ``final_router_phi_rms`` (the RMS of
+  ``phi``), ``router_phi_rms_init`` (its initial RMS, LeCun normal over fan-in d n: 1 / sqrt(d n)) and,
+  with ``network.normalize``, ``final_router_scale``; ``{}`` for a network without a router."""
+  import jaxlab  # noqa: PLC0415 - the trained run, read back from its checkpoint
+
+  params = jaxlab.load_run(workdir).params
+  router = next((v["router"] for v in params.values() if isinstance(v, dict) and "router" in v), None)
+  if router is None or "phi" not in router:
+    return {}
+  phi = np.asarray(router["phi"], np.float64)  # [runs, d, n, p]
+  out = {"final_router_phi_rms": [float(x) for x in np.sqrt(np.mean(phi.reshape(phi.shape[0], -1) ** 2, axis=1))],
+         "router_phi_rms_init": float(1 / np.sqrt(phi.shape[1] * phi.shape[2]))}
+  if "scale" in router:
+    out["final_router_scale"] = [float(x) for x in np.ravel(router["scale"])]
+  return out
+
+
 def run_unit(study: Any, name: str, game: str, key: str) -> dict[str, Any]:
   """Trains one variant on one game (all its seeds in one program); its record with the diagnostics."""
   t0 = time.process_time()
   record = run_cell(study, name, game, key)  # with the diagnostics' curves (network.router_diagnostics)
   record["cpu_time_s"] = time.process_time() - t0
+  record.update(router_state(os.path.join(study.workdir, key)))
   return record
 
 
@@ -172,6 +191,10 @@ def summarise(study: Any, cells: dict[str, Any]) -> dict[str, Any]:
     for g, k in by_game[n].items():
       r = cells[k]
       games[g] = {name: _mean(r[f"final_{name}"]) for name in CURVES if f"final_{name}" in r}
+      games[g].update({name: _mean(r[f"final_{name}"]) for name in ("router_phi_rms", "router_scale")
+                       if f"final_{name}" in r})
+      if "router_phi_rms_init" in r:
+        games[g]["router_phi_rms_init"] = r["router_phi_rms_init"]
       games[g].update(eval_return=_mean(r["eval_return"]), train_return=_mean(r["final_train_return"]),
                       eval_return_std=float(np.nanstd(r["eval_return"])),
                       train_return_std=float(np.nanstd(r["final_train_return"])))
@@ -196,16 +219,18 @@ def table(study: Any, summary: dict[str, Any], cells: dict[str, Any]) -> str:
            f"(1 = uniform); the router learns where an entropy is <= {study.entropy_target}. Return IQM: min-max "
            "normalised per game over every run of the study, 95% stratified-bootstrap CI (rliable, 2000 reps).", "",
            "| variant | game | dispatch entropy | combine entropy | combine spread | router grad RMS / eps | "
-           "router step fraction | Q spread (states) | Q spread (actions) | eval return | train return | "
-           "IQM eval [95% CI] | IQM train [95% CI] |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "router step fraction | router phi RMS end / init | router scale | Q spread (states) | Q spread (actions) | "
+           "eval return | train return | IQM eval [95% CI] | IQM train [95% CI] |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for n, s in summary.items():
     for g, v in s["games"].items():
       qi, qt = s["iqm_eval"], s["iqm_train"]
       lines.append(
           f"| {n} | {g} | {_f(v.get('dispatch_entropy'), 4)} | {_f(v.get('combine_entropy'), 4)} | "
           f"{_f(v.get('combine_spread'))} | {_f(v.get('router_grad_rms_over_eps'))} | "
-          f"{_f(v.get('router_step_fraction'))} | {_f(v.get('q_spread_states'), 4)} | "
+          f"{_f(v.get('router_step_fraction'))} | "
+          f"{_f(v['router_phi_rms'] / v['router_phi_rms_init'] if 'router_phi_rms' in v else None, 2)} | "
+          f"{_f(v.get('router_scale'), 2)} | {_f(v.get('q_spread_states'), 4)} | "
           f"{_f(v.get('q_spread_actions'), 4)} | {v['eval_return']:.2f} ± {v['eval_return_std']:.2f} | "
           f"{v['train_return']:.2f} ± {v['train_return_std']:.2f} | "
           f"{qi['iqm']:.2f} [{qi['ci_low']:.2f}, {qi['ci_high']:.2f}] | "
@@ -298,6 +323,10 @@ def main(argv: list[str]) -> None:
       print(f"{key}: {r['cpu_time_s'] / 60:.1f} CPU-min, final dispatch entropy "
             f"{_f(_mean(r.get('final_dispatch_entropy', [np.nan])), 4)}, eval {_mean(r['eval_return']):.2f}",
             flush=True)
+  for key, record in cells.items():  # programs recorded before the router state was: read it back if still there
+    workdir = os.path.join(study.workdir, key)
+    if "final_router_phi_rms" not in record and os.path.isdir(os.path.join(workdir, "checkpoints")):
+      record.update(router_state(workdir))
   save()
   text = table(study, result["summary"], cells)
   with open(os.path.join(out, f"{study.prefix}.md"), "w") as f:

@@ -81,5 +81,7 @@ def test_the_small_study_runs_resumes_and_writes_its_json(tmp_path):
   r = result["cells"]["breakout/normalize"]
   assert len(r["final_dispatch_entropy"]) == 2 and 0 < np.mean(r["final_dispatch_entropy"]) <= 1
   assert "softmoe" in result["summary"] and (tmp_path / "router_diagnosis.png").exists()
+  # the router's parameters read back from the checkpoint: normalize's learned scale moved from 1
+  assert len(r["final_router_scale"]) == 2 and r["final_router_phi_rms"][0] > 0 and r["router_phi_rms_init"] > 0
   again = subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, text=True)
   assert again.stdout.count("done, skipped") == 2
