@@ -11,7 +11,9 @@ match ``configs/dpot_pde.py:mixture``)::
 
   python -m jaxlab.pde.data [--trajectories=200] [--resolution=64] [--num_frames=0] [--sets=...]
 
-Run it once before a multi-host job (one process), so the training processes only memory-map.
+The command is this module of the entry layer (it reads configs, as ``jaxlab.main`` does);
+``jaxlab/pde/data/__main__.py`` runs it, so that ``python -m jaxlab.pde.data`` is where a user
+looks for it. Run it once before a multi-host job (one process), so the training processes only memory-map.
 Each set prints one JSON line (name, family, shape, cache path). Bad input (an unknown set name,
 a config that trains no ``pde_operator`` task, a flag that does not apply) exits 2 with one line
 and generates nothing.
@@ -26,9 +28,11 @@ from typing import Sequence
 from absl import app, flags
 from ml_collections import config_flags
 
+from jaxlab.config_files import load_config, resolve_config_path
 from jaxlab.errors import InputError
 from jaxlab.pde.data import DatasetSpec, dataset_dir, describe, load_or_generate
-from jaxlab.pde.data.selection import config_specs, mixture_specs
+from jaxlab.pde.data.selection import mixture_specs
+from jaxlab.tasks.pde_data import config_specs
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "a training config (configs/<name>.py[:arg] or <name>[:arg]): make exactly the data sets it "
@@ -86,7 +90,6 @@ def parse_flags(argv: Sequence[str]) -> list[str]:
   try:
     for i, a in enumerate(argv):
       if a.startswith("--config="):
-        from jaxlab.config_files import load_config, resolve_config_path  # noqa: PLC0415
         _CONFIG_SPEC = a.split("=", 1)[1]
         path, arg = resolve_config_path(_CONFIG_SPEC)
         load_config(_CONFIG_SPEC)  # a missing file or a rejected argument: one line, before absl's message
@@ -107,5 +110,10 @@ def _fail(message: str) -> None:
   sys.exit(2)
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """``python -m jaxlab.pde.data``: parses the flags and runs :func:`main` (absl's ``app.run``)."""
   app.run(main, flags_parser=parse_flags)
+
+
+if __name__ == "__main__":
+  run()

@@ -40,8 +40,9 @@ from jaxlab.registry import Registry  # noqa: E402
 from jaxlab.train import TASKS, TrainState, make_mesh, make_train_step, tree_shardings  # noqa: E402
 from jaxlab.train.checkpoint import Checkpointer, restore_params  # noqa: E402
 from jaxlab.train.mesh import resolve_mesh_shape  # noqa: E402
-from jaxlab.train.trainer import ensure_writable, train  # noqa: E402
-from jaxlab.train.validate import validate_trainer_config  # noqa: E402
+from jaxlab.experiment import train  # noqa: E402
+from jaxlab.train.loop import ensure_writable  # noqa: E402
+from jaxlab.experiment.validate import validate_trainer_config  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]  # (area, what, call, fragment the message must hold)

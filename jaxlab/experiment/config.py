@@ -8,7 +8,7 @@ import ml_collections
 
 
 def trainer_config(**overrides: Any) -> ml_collections.ConfigDict:
-  """A ConfigDict with every key :func:`jaxlab.train.trainer.train` reads, set to its default.
+  """A ConfigDict with every key :func:`jaxlab.experiment.train` reads, set to its default.
 
   The keys:
 
@@ -21,7 +21,7 @@ def trainer_config(**overrides: Any) -> ml_collections.ConfigDict:
     nothing is an error.
   * ``fsdp_axis`` / ``fsdp_min_size``: shard unmatched leaves of at least that many elements over
     this mesh axis ("" for none).
-  * ``runs.seeds`` / ``runs.sweep``: vmapped runs (see ``jaxlab.train.runs``), sharded over "data".
+  * ``runs.seeds`` / ``runs.sweep``: vmapped runs (see ``jaxlab.experiment.runs_from_config``), sharded over "data".
   * ``grad_accum_steps``, ``remat``, ``compute_dtype``, ``skip_nonfinite``: step options
     (``train_step_fn``).
   * ``log_every``, ``eval_every``, ``checkpoint_every``: schedules in steps (checked at call

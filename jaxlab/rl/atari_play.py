@@ -20,11 +20,10 @@ episode or the cap has passed. Not done: Dopamine's up to 30 random no-ops at ea
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
 from jaxlab import errors
@@ -46,13 +45,13 @@ class EvalSettings(NamedTuple):
   epsilon: float  # exploration rate while evaluating (Dopamine: 0.001)
 
 
-def eval_settings(d: ml_collections.ConfigDict, max_episode_steps: int) -> EvalSettings:
+def eval_settings(d: Mapping[str, Any], max_episode_steps: int) -> EvalSettings:
   """The ``dqn.eval_episodes`` / ``dqn.eval_steps`` / ``dqn.eval_epsilon`` of a config, checked.
 
   Missing keys read as off (``eval_episodes`` 0), no cap (``eval_steps`` 0) and Dopamine's 0.001.
 
   Args:
-    d: the config's ``dqn`` node.
+    d: the config's ``dqn`` node, a plain mapping (a ConfigDict or a dict).
     max_episode_steps: ``env.max_episode_steps``, where envpool ends every episode: ``eval_steps``
       0 caps the evaluation there, so that every episode finishes.
 

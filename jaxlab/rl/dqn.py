@@ -21,7 +21,7 @@ import optax
 from jaxlab import errors
 from jaxlab.errors import check
 from jaxlab.rl import distributional
-from jaxlab.train.step import PER_SAMPLE
+from jaxlab.contract import PER_SAMPLE
 
 QFn = Callable[[Any, jax.Array], tuple[jax.Array, dict[str, jax.Array]]]  # (params, obs) -> (q, stats)
 LOSSES = ("huber", "mse")
@@ -151,7 +151,7 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   (dopamine/jax/agents/full_rainbow/full_rainbow_agent.py:172 @ 5873f54); ``q_mean`` and
   ``td_abs_error`` stay unweighted. ``per_sample=True`` adds the unweighted per-transition TD
   loss :math:`\ell_i` (float32 [B]; the cross-entropy under C51) to the metrics as
-  ``metrics[jaxlab.train.step.PER_SAMPLE] = {"td_loss": ...}``, which the train step hands to the
+  ``metrics[jaxlab.contract.PER_SAMPLE] = {"td_loss": ...}``, which the train step hands to the
   task's ``update_data`` instead of logging it: the new priorities
   :math:`\sqrt{\ell_i + 10^{-10}}` (Eq. 1 with :math:`\alpha = 0.5`; full_rainbow_agent.py:190-191,
   411-422).

@@ -57,7 +57,7 @@ from jaxlab.rl import dqn
 from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, make_atari, push_frame
 from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn, priority_update
 from jaxlab.rl.atari_play import eval_seeds, eval_settings, make_play
-from jaxlab.rl.dqn_config import MAX_FRAMES, c51_support_from_config, check_dqn_settings, q_network_from_config
+from jaxlab.tasks.dqn_config import MAX_FRAMES, c51_support_from_config, check_dqn_settings, q_network_from_config
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
 from jaxlab.rl.replay_frames import FrameReplay, FrameStep, make_frame_replay
 from jaxlab.train.context import TaskContext

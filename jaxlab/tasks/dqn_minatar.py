@@ -62,7 +62,7 @@ from jaxlab import errors
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn, priority_update
-from jaxlab.rl.dqn_config import (MAX_FRAMES, c51_support_from_config, check_count, check_dqn_settings,
+from jaxlab.tasks.dqn_config import (MAX_FRAMES, c51_support_from_config, check_count, check_dqn_settings,
                                   q_network_from_config)
 from jaxlab.rl.envs import make_env
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return

@@ -13,9 +13,9 @@ import numpy as np
 
 from jaxlab.errors import check, is_real
 from jaxlab.pde.data import DatasetSpec
-from jaxlab.pde.data.config_checks import check_data_config
-from jaxlab.pde.finetune_check import check_pretrained
-from jaxlab.pde.model_from_config import build_model
+from jaxlab.tasks.pde_data_checks import check_data_config
+from jaxlab.tasks.pde_finetune import check_pretrained
+from jaxlab.tasks.pde_model import build_model
 
 
 def check_config(config: ml_collections.ConfigDict, pretrained: dict | None = None
@@ -23,9 +23,9 @@ def check_config(config: ml_collections.ConfigDict, pretrained: dict | None = No
   """``(data set specs, channels, model)`` after checking every setting.
 
   Nothing is generated or read beyond file headers: the ``data`` block and the window
-  (:func:`jaxlab.pde.data.config_checks.check_data_config`), the model
-  (:func:`jaxlab.pde.model_from_config.build_model`), ``noise_scale`` and, for a fine-tuning run,
-  its compatibility with the pre-trained run (:func:`jaxlab.pde.finetune_check.check_pretrained`).
+  (:func:`jaxlab.tasks.pde_data_checks.check_data_config`), the model
+  (:func:`jaxlab.tasks.pde_model.build_model`), ``noise_scale`` and, for a fine-tuning run,
+  its compatibility with the pre-trained run (:func:`jaxlab.tasks.pde_finetune.check_pretrained`).
 
   Args:
     config: a PDE operator-learning config.

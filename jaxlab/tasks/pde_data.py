@@ -5,7 +5,7 @@ Parsing the ``data`` block: which sets (``data.sets`` entries, or a master table
 evaluation (the per-set test horizon ``t_test``), how many channels the model gets and what fills
 the padded ones (``data.channel_padding``), and loading the sets and their evaluation data. The
 defaults follow the official DPOT code (thu-ml/DPOT @ dcd2f9a); each bad value is one line naming
-the key. The checks of the whole ``data`` block are in :mod:`jaxlab.pde.data.config_checks`.
+the key. The checks of the whole ``data`` block are in :mod:`jaxlab.tasks.pde_data_checks`.
 """
 
 from __future__ import annotations
@@ -190,3 +190,41 @@ def evaluation_data(config: ml_collections.ConfigDict, datasets: Sequence[PDEDat
   return rollout_eval_data(datasets, config.t_in, [s.t_test for s in sets], num_channels=channels,
                            max_trajectories=d.eval_trajectories or None, pad_value=pad_value(config),
                            resolution=d.resolution)
+
+
+def config_specs(config: Any, cache_dir: str | None, given_as: str = "") -> list[tuple[DatasetSpec, str | None]]:
+  """``(spec, cache dir)`` of every data set ``config`` reads, after the task's own checks.
+
+  ``config`` is one ``pde_operator`` experiment or a suite (``experiments``) with some; the specs
+  come from :func:`jaxlab.tasks.pde_config.check_config` (the ``pde_operator`` task's checks), so
+  they are the ones training loads;
+  runs on the field's files (``data.source = "files"``) generate nothing and are left out. A set read by two experiments is listed once. ``given_as``: the ``--config`` value, for messages.
+  """
+  from jaxlab.tasks.pde_config import check_config  # noqa: PLC0415 - it imports this module
+  if "experiments" in config:
+    runs = [(f"experiments.{name}: ", sub) for name, sub in config.experiments.items()
+            if sub.get("task", None) == "pde_operator"]
+    tasks = sorted({str(sub.get("task", None)) for sub in config.experiments.values()})
+  else:
+    runs = [("", config)] if config.get("task", None) == "pde_operator" else []
+    tasks = [str(config.get("task", None))]
+  if not runs:
+    raise InputError(f"--config={given_as}: trains task(s) {tasks}, none is "
+                     "'pde_operator'; it reads no generated PDE data (use a config such as configs/dpot_pde.py)")
+  generated = [(where, sub) for where, sub in runs if sub.data.get("source", "generated") != "files"]
+  if not generated:
+    raise InputError(f"--config={given_as}: reads the field's files (data.source='files'), no generated PDE data; "
+                     "nothing to generate")
+  runs = generated
+  out, seen = [], set()
+  for where, sub in runs:
+    try:
+      specs = check_config(sub)[0]
+    except InputError as e:
+      raise InputError(f"{where}{e}") from None
+    folder = cache_dir if cache_dir is not None else (sub.data.get("cache_dir", "") or None)
+    for spec in specs:
+      if (spec.cache_key(), folder) not in seen:
+        seen.add((spec.cache_key(), folder))
+        out.append((spec, folder))
+  return out

@@ -13,7 +13,7 @@ import numpy as np
 
 from jaxlab.errors import check, is_int, is_real
 from jaxlab.pde.data import MIXTURE_RULES, DatasetSpec
-from jaxlab.pde.data.from_config import channels_of, data_source, file_sets, pad_value, served_sets
+from jaxlab.tasks.pde_data import channels_of, data_source, file_sets, pad_value, served_sets
 from jaxlab.pde.data.loader import default_num_test
 
 
@@ -29,7 +29,7 @@ def check_window_keys(config: ml_collections.ConfigDict) -> None:
 def check_sets(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], list[int]]:
   """``(generated specs, channels of every set)``, the windows checked against every set's frames.
 
-  Generated sets: :func:`jaxlab.pde.data.from_config.served_sets` and the test split; files (``data.source="files"``):
+  Generated sets: :func:`jaxlab.tasks.pde_data.served_sets` and the test split; files (``data.source="files"``):
   :func:`jaxlab.pde.data.files.file_sets` opens the table's files (headers only) and checks
   t_in + t_out, t_in + t_test, data.eval_trajectories and data.num_channels against each.
   """

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ml_collections
 
 from jaxlab.errors import InputError, check
-from jaxlab.pde.data.from_config import channels_of, data_source, widest_set_channels
+from jaxlab.tasks.pde_data import channels_of, data_source, widest_set_channels
 
 
 def check_pretrained(config: ml_collections.ConfigDict, channels: int, saved: dict | None) -> None:

@@ -3,7 +3,7 @@
 The task sets the model's channels and time steps from the data (``in_channels`` /
 ``out_channels`` from the widest set or ``data.num_channels``, ``in_timesteps`` / ``out_timesteps``
 from ``t_in`` / ``t_out``, DPOT's ``img_size`` from ``data.resolution``, strided by the master
-table's ``downsample`` for files: :func:`jaxlab.pde.data.from_config.model_resolution`); every other key is the
+table's ``downsample`` for files: :func:`jaxlab.tasks.pde_data.model_resolution`); every other key is the
 model's own, checked when the model is built (``InputError`` naming the key).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import ml_collections
 
 from jaxlab.errors import InputError, check, is_int
-from jaxlab.pde.data.from_config import model_resolution, widest_set_channels
+from jaxlab.tasks.pde_data import model_resolution, widest_set_channels
 from jaxlab.pde.dpot import DPOT
 from jaxlab.pde.fno import FNO2d
 from jaxlab.pde.sizes import OFFICIAL_PARAM_COUNTS, dpot_config

@@ -18,9 +18,9 @@ from jaxlab's earlier protocol is a config key (``configs/dpot_pde.py`` document
 horizon ``t_test`` (utils/make_master_file.py, :data:`jaxlab.pde.data.DPOT_T_TEST`).
 
 Every bad setting is refused before any data are generated or anything is compiled, with one
-line naming the config key (:func:`jaxlab.pde.operator_config.check_config`). The pieces live with
-the method: the ``data`` block in :mod:`jaxlab.pde.data.from_config`, the model in
-:mod:`jaxlab.pde.model_from_config`, rollouts and the L2RE in :mod:`jaxlab.pde.rollout`.
+line naming the config key (:func:`jaxlab.tasks.pde_config.check_config`). The pieces live with
+the method: the ``data`` block in :mod:`jaxlab.tasks.pde_data`, the model in
+:mod:`jaxlab.tasks.pde_model`, rollouts and the L2RE in :mod:`jaxlab.pde.rollout`.
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ import ml_collections
 import numpy as np
 
 from jaxlab.pde.data import MIXTURE_RULES, mixture_batch
-from jaxlab.pde.data.from_config import data_source, evaluation_data, load_datasets, model_resolution, pad_value
+from jaxlab.tasks.pde_data import data_source, evaluation_data, load_datasets, model_resolution, pad_value
 from jaxlab.pde.losses import make_loss_fn
-from jaxlab.pde.model_from_config import paper_count
-from jaxlab.pde.operator_config import check_config
+from jaxlab.tasks.pde_model import paper_count
+from jaxlab.tasks.pde_config import check_config
 from jaxlab.pde.rollout import rollout, rollout_l2re
 from jaxlab.train.context import TaskContext
-from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
+from jaxlab.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
 from jaxlab.train.task import TASKS, Inference, Task
 from jaxlab.train.workdir import saved_config
 

@@ -1,16 +1,17 @@
-"""The trainer: one readable loop around the one train step.
+"""The loop: one readable loop around the one train step, on objects.
 
-Sections: set-up (workdir, mesh, task and optimizer, runs, sharding), state (init, restore or
-fine-tune), loop (step programs, input, log, eval, checkpoint, preemption), summary. The config
-is validated once, at the edge (:func:`train`, :func:`run_experiments`), and trusted after. Every method trains through here:
-host data (``Task.host_batch``) or data made on the device (``Task.collect``), one run or many
-vmapped runs, one step per call or ``steps_per_call`` steps in a ``lax.scan``.
+It takes a :class:`~jaxlab.train.task.Task`, an optax transform, the run's
+:class:`~jaxlab.train.options.RunOptions` and context (mesh, runs) and a workdir; it reads no
+config and names no task or optimizer (``jaxlab.experiment`` turns a config into these objects,
+checked once). Sections: set-up (mesh checks, runs, sharding), state (init, restore or fine-tune),
+loop (step programs, input, log, eval, checkpoint, preemption), summary. Every method trains
+through here: host data (``Task.host_batch``) or data made on the device (``Task.collect``), one
+run or many vmapped runs, one step per call or ``steps_per_call`` steps in a ``lax.scan``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import sys
 import time
@@ -18,27 +19,24 @@ import warnings
 from typing import Any, Callable, Sequence
 
 import jax
-import jax.numpy as jnp
-import ml_collections
 import numpy as np
+import optax
 import tqdm
 
 from jaxlab import sharding as sharding_lib
-from jaxlab.errors import DivergedError, InputError, is_int
-from jaxlab.optim.config import optimizer_from_config
+from jaxlab.errors import DivergedError, InputError
 from jaxlab.startup_interrupt import raise_if_pending
 from jaxlab.train import input_pipeline
-from jaxlab.train.checkpoint import RESUME_SAFE_KEYS, Checkpointer, abstract_like
+from jaxlab.train.checkpoint import Checkpointer, abstract_like
 from jaxlab.train.context import TaskContext
 from jaxlab.train.finetune import FineTuneStart, check_pretrained, fine_tune_start
-from jaxlab.train.mesh import make_mesh
 from jaxlab.train.metrics_writer import MetricsWriter
+from jaxlab.train.options import FineTuneSource, LogCheck, RunOptions
 from jaxlab.train.preemption import PreemptionWatcher
 from jaxlab.train.runs import Runs, make_runs_init
 from jaxlab.train.state import TrainState, make_init_fn
 from jaxlab.train.step import TrainStep, make_train_step
-from jaxlab.train.task import TASKS, Task, make_task
-from jaxlab.train.validate import validate_trainer_config
+from jaxlab.train.task import Task
 from jaxlab.train.workdir import Workdir
 from jaxlab.train.workdir_files import write_workdir_files
 
@@ -99,29 +97,24 @@ class _Timer:
     return steps / elapsed if steps > 0 and elapsed > 0 else float("nan")
 
 
-def build_state_init(config: ml_collections.ConfigDict, task: Task | None = None,
-                     ctx: TaskContext | None = None
-                     ) -> tuple[Task, Runs | None, Any, Callable[..., TrainState], tuple]:
-  """``(task, runs, optimizer, init, init_args)`` of ``config``; nothing is initialised or compiled.
+def state_init(task: Task, optimizer: optax.GradientTransformation, runs: Runs | None, seed: int
+               ) -> tuple[Callable[..., TrainState], tuple]:
+  """``(init, init_args)``: ``init(*init_args)`` is the run's initial ``TrainState`` (with a leading
+  run axis when ``runs`` is not None); nothing is initialised or compiled.
 
-  ``init(*init_args)`` is the run's initial ``TrainState`` (with a leading run axis when
-  ``runs`` is not None): ``jax.eval_shape`` it for the abstract state a checkpoint restores onto.
-  Shared by the trainer and ``jaxlab.load_run``.
+  ``jax.eval_shape`` it for the abstract state a checkpoint restores onto. Shared by the loop and
+  ``jaxlab.load_run`` (through ``jaxlab.experiment.build_state_init``).
 
   Args:
-    config: an experiment config.
-    task: the task of ``config`` if already built (default: ``make_task(config, ctx)``).
-    ctx: what the caller resolved (mesh, runs, devices); default: ``TaskContext.from_config(config)``.
+    task: the run's task.
+    optimizer: the optax transform.
+    runs: the vmapped runs, or None for a single run.
+    seed: the single run's seed (vmapped runs carry their own).
   """
-  ctx = TaskContext.from_config(config) if ctx is None else ctx
-  task = make_task(config, ctx) if task is None else task
-  runs = ctx.runs
-  optimizer = optimizer_from_config(config.optimizer, config.num_steps,
-                                    swept=tuple(runs.hparams) if runs else ())
   init_fn = make_init_fn(task.init_params, optimizer, task.init_extra, task.init_data)
   if runs is not None:
-    return task, runs, optimizer, make_runs_init(init_fn, runs), ()
-  return task, runs, optimizer, init_fn, (jax.random.key(config.seed),)
+    return make_runs_init(init_fn, runs), ()
+  return init_fn, (jax.random.key(seed),)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,14 +126,15 @@ class TrainSetup:
   tests/train/test_step_export.py) gets the trainer's own, with its real shardings.
 
   Attributes:
-    config: the experiment config.
-    mesh: the device mesh (``config.mesh``).
-    task, runs, optimizer, init, init_args: as returned by :func:`build_state_init`.
+    options: the run's options.
+    mesh: the device mesh.
+    task, runs, optimizer: the run's task, vmapped runs (None: one run) and optax transform.
+    init, init_args: as returned by :func:`state_init`.
     abstract_state: ``jax.eval_shape`` of the initial ``TrainState``.
-    state_sharding: its ``NamedSharding`` tree (``config.sharding_rules``, FSDP, run axis).
+    state_sharding: its ``NamedSharding`` tree (``options.sharding_rules``, FSDP, run axis).
     report: the sharding report of ``abstract_state``.
   """
-  config: ml_collections.ConfigDict
+  options: RunOptions
   mesh: jax.sharding.Mesh
   task: Task
   runs: Runs | None
@@ -159,58 +153,52 @@ class TrainSetup:
 
   def train_step(self, k: int) -> TrainStep:
     """The jitted, sharded step program for calls of ``k`` steps (``make_train_step``)."""
-    config, task, runs = self.config, self.task, self.runs
+    options, task, runs = self.options, self.task, self.runs
     spec = None
     if task.host_batch is not None:
-      spec = input_pipeline.batch_spec(task.host_batch, config.batch_size,
+      spec = input_pipeline.batch_spec(task.host_batch, options.batch_size,
                                        leading=(k,) * (k > 1) + ((runs.size,) if runs else ()),
-                                       seed=config.seed)
+                                       seed=options.seed)
+    step = options.step
     return make_train_step(
         task.loss_fn, self.optimizer, state_sharding=self.state_sharding,
         batch_sharding=self.batch_sharding(k), batch_spec=spec,
-        skip_nonfinite=config.skip_nonfinite, update_extra=task.update_extra, update_data=task.update_data,
-        collect=task.collect, grad_accum_steps=config.grad_accum_steps, remat=config.remat,
-        compute_dtype=None if config.compute_dtype == "float32" else config.compute_dtype,
+        skip_nonfinite=step.skip_nonfinite, update_extra=task.update_extra, update_data=task.update_data,
+        collect=task.collect, grad_accum_steps=step.grad_accum_steps, remat=step.remat,
+        compute_dtype=None if step.compute_dtype == "float32" else step.compute_dtype,
         steps_per_call=k, vmap_runs=runs is not None)
 
 
-def make_train_setup(config: ml_collections.ConfigDict,
-                     devices: Sequence[jax.Device] | None = None) -> TrainSetup:
-  """The trainer's set-up of ``config``: mesh, task, optimizer, runs and state shardings.
+def setup_training(task: Task, optimizer: optax.GradientTransformation, options: RunOptions,
+                   ctx: TaskContext) -> TrainSetup:
+  """The loop's set-up: runs, state shardings and the sharding report; initialises and compiles nothing.
 
-  Checks the config, the mesh and the batch/run divisibility (``InputError`` naming the key);
-  initialises and compiles nothing.
+  Refuses (``InputError``, one line) runs or a batch that the "data" axis does not divide, and
+  sharding rules that match no state leaf.
 
   Args:
-    config: an experiment config.
-    devices: devices for the mesh (default: all).
+    task: the run's task (built on ``ctx``).
+    optimizer: the optax transform.
+    options: the run's options.
+    ctx: the mesh and the runs the task was built on; the mesh has a "data" axis (the batch and
+      the runs are sharded over it; ``jaxlab.experiment`` checks a config's mesh for one).
   """
-  validate_trainer_config(config)
-  return _setup(config, devices)
-
-
-def _setup(config: ml_collections.ConfigDict, devices: Sequence[jax.Device] | None) -> TrainSetup:
-  """:func:`make_train_setup` of a config already validated (the trainer validates once, at its edge)."""
-  mesh = make_mesh(config.mesh, devices)
-  if "data" not in mesh.shape:
-    raise InputError(f"the mesh needs a 'data' axis (size 1 for no data parallelism); got axes {tuple(mesh.shape)}")
-  ctx = TaskContext.from_config(config, mesh=mesh)  # resolved once: the task reads it, not the config
-  task, runs, optimizer, init, init_args = build_state_init(config, ctx=ctx)
+  mesh, runs = ctx.mesh, ctx.runs
+  init, init_args = state_init(task, optimizer, runs, options.seed)
   if runs is not None:
     if runs.size % mesh.shape["data"]:
       raise InputError(f"{runs.size} runs cannot be sharded over the 'data' mesh axis of size "
                        f"{mesh.shape['data']}; use a multiple of it (or mesh=(('data', 1), ...))")
   else:
-    sharding_lib.check_batch_divisible(config.batch_size, mesh)
+    sharding_lib.check_batch_divisible(options.batch_size, mesh)
   # Sharding: rules apply to the whole state, so optimizer moments follow their parameters.
   abstract_state = jax.eval_shape(init, *init_args)
-  sharding_lib.check_rules_match(abstract_state, config.sharding_rules)
+  sharding_lib.check_rules_match(abstract_state, options.sharding_rules)
   state_sharding = sharding_lib.tree_shardings(
-      abstract_state, mesh, config.sharding_rules, fsdp_axis=config.fsdp_axis or None,
-      fsdp_min_size=config.fsdp_min_size, run_axis="data" if runs is not None else None)
-  report = sharding_lib.sharding_report(abstract_state, state_sharding, config.sharding_rules)
-  return TrainSetup(config, mesh, task, runs, optimizer, init, init_args, abstract_state, state_sharding,
-                    report)
+      abstract_state, mesh, options.sharding_rules, fsdp_axis=options.fsdp_axis or None,
+      fsdp_min_size=options.fsdp_min_size, run_axis="data" if runs is not None else None)
+  report = sharding_lib.sharding_report(abstract_state, state_sharding, options.sharding_rules)
+  return TrainSetup(options, mesh, task, runs, optimizer, init, init_args, abstract_state, state_sharding, report)
 
 
 def make_evaluate(task: Task, vmap_runs: bool, state_sharding: Any = None
@@ -235,64 +223,40 @@ def make_evaluate(task: Task, vmap_runs: bool, state_sharding: Any = None
   return jax.jit(fn) if state_sharding is None else jax.jit(fn, in_shardings=(state_sharding,))
 
 
-def train(config: ml_collections.ConfigDict, workdir: str, *,
-          devices: Sequence[jax.Device] | None = None, stop_after: int | None = None,
-          progress: bool = True) -> TrainResult:
-  """Trains ``config`` in ``workdir``, resuming from its latest checkpoint if there is one.
+def run_training(setup: TrainSetup, workdir: str, *, stop_after: int | None = None, progress: bool = True,
+                 log_checks: Sequence[LogCheck] = ()) -> TrainResult:
+  """Trains ``setup`` in ``workdir``, resuming from its latest checkpoint if there is one.
 
   Args:
-    config: an experiment config (see ``configs/`` and ``jaxlab.train.config``).
-    workdir: checkpoints, ``metrics.jsonl`` and TensorBoard files go here.
-    devices: devices for the mesh (default: all); tests pass a subset.
+    setup: the run's set-up (:func:`setup_training`).
+    workdir: checkpoints, ``metrics.jsonl`` and TensorBoard files go here (made if missing).
     stop_after: stop after this global step without a final checkpoint, as if the job were
-      killed there (for testing resumption); an int >= 1 past the workdir's checkpoint (a
-      finished run reruns as before).
+      killed there; None trains to ``num_steps``.
     progress: show a tqdm bar.
+    log_checks: host-side checks of each logged row (e.g. the optimizer's); each warns once.
 
   Returns:
     A :class:`TrainResult`: the final state, the run's summary, and the signal that stopped it
     early, if one did.
   """
-  check_stop_after(stop_after)
-  validate_trainer_config(config)  # the edge: from here on the config is trusted
-  return _train(config, workdir, devices=devices, stop_after=stop_after, progress=progress)
-
-
-def _train(config: ml_collections.ConfigDict, workdir: str, *, devices: Sequence[jax.Device] | None,
-           stop_after: int | None, progress: bool) -> TrainResult:
-  """:func:`train` of a validated config: set-up, state, loop, summary."""
-  TASKS.get(config.task)  # its module imported first: a missing optional extra leaves no workdir
+  options = setup.options
   ensure_writable(workdir)
-  setup = _setup(config, devices)
-  ckpt_dir = os.path.join(workdir, "checkpoints")
-  init_from = _fine_tuning_source(setup, resuming=Workdir(workdir).latest_step() is not None)
-  ckpt = Checkpointer(ckpt_dir, config.checkpoint_every,
-                      keep=config.checkpoint_keep, keep_period=config.checkpoint_keep_period or None,
-                      config=config.to_dict(), resume_safe=RESUME_SAFE_KEYS + tuple(setup.task.resume_safe))
+  resuming = Workdir(workdir).latest_step() is not None
+  _check_fine_tuning_source(setup, resuming)
+  ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), options.checkpoint_every,
+                      keep=options.checkpoint_keep, keep_period=options.checkpoint_keep_period or None,
+                      config=dict(options.record), resume_safe=options.resume_safe)
   try:
-    _check_stop_after_resume(stop_after, ckpt.latest_step(), config.num_steps)
-    write_workdir_files(workdir, setup.task.workdir_files, resuming=ckpt.latest_step() is not None)
-    state, fine_tuned = _initial_state(setup, ckpt, init_from)
-    end = config.num_steps if stop_after is None else min(config.num_steps, stop_after)
-    loop = _run_loop(setup, ckpt, state, workdir, end, progress)
+    latest = Workdir(workdir).latest_step()
+    _check_stop_after_resume(stop_after, latest, options.num_steps)
+    write_workdir_files(workdir, setup.task.workdir_files, resuming=latest is not None)
+    state, fine_tuned = _initial_state(setup, ckpt, resumed=latest is not None)
+    end = options.num_steps if stop_after is None else min(options.num_steps, stop_after)
+    loop = _run_loop(setup, ckpt, state, workdir, end, progress, tuple(log_checks))
   finally:
     ckpt.close()
   return TrainResult(state=loop.state, summary=_summary(setup, loop, fine_tuned),
                      stopped_by=loop.stopped_by if loop.stopped_at is not None else None)
-
-
-def check_stop_after(stop_after: Any) -> None:
-  """Refuses a ``stop_after`` (``--stop_after``) that can only train nothing.
-
-  Args:
-    stop_after: None (train to ``num_steps``) or the global step to stop after.
-
-  Raises:
-    InputError: not an int >= 1; one line naming ``--stop_after`` and what is allowed.
-  """
-  if stop_after is not None and not (is_int(stop_after) and stop_after >= 1):
-    raise InputError(f"--stop_after={stop_after!r} (stop_after) would train nothing; allowed: a step >= 1 "
-                     "to stop after, or no --stop_after to train to num_steps")
 
 
 def _check_stop_after_resume(stop_after: int | None, latest: int | None, num_steps: int) -> None:
@@ -305,44 +269,32 @@ def _check_stop_after_resume(stop_after: int | None, latest: int | None, num_ste
 
 # ---------------------------------------------------------------------------------------- state
 
-def _fine_tuning_source(setup: TrainSetup, resuming: bool) -> Any:
-  """``config.init_from`` when this run may start from another run's params, else None; checked
-  here, once, before anything is compiled or written (a resume restores itself: not checked)."""
-  if not _fine_tunes(setup.config):
-    return None
-  init_from = setup.config.init_from
-  if setup.runs is not None:
-    raise InputError("init_from (fine-tuning) works with single runs; set runs.seeds=1 and no runs.sweep")
-  if not resuming:
-    check_pretrained(setup.abstract_state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()),
-                     _seed_index(init_from))
-  return init_from
+def _check_fine_tuning_source(setup: TrainSetup, resuming: bool) -> None:
+  """A fresh run's ``init_from`` params must fit this model: checked here, once, before anything is
+  compiled or written (a resume restores itself: not checked)."""
+  source = setup.options.init_from
+  if source is not None and not resuming:
+    check_pretrained(setup.abstract_state.params, source.workdir, source.reinit, source.seed_index)
 
 
-def _initial_state(setup: TrainSetup, ckpt: Checkpointer, init_from: Any
+def _initial_state(setup: TrainSetup, ckpt: Checkpointer, resumed: bool
                    ) -> tuple[TrainState, FineTuneStart | None]:
-  """The latest readable checkpoint of this config (``RESUME_SAFE_KEYS`` may change), or a fresh
-  state initialised already sharded, its params from ``init_from`` when fine-tuning."""
-  config, fine_tuned = setup.config, None
-  if ckpt.latest_step() is not None:
+  """The latest readable checkpoint of this run (``options.resume_safe`` keys may change), or a
+  fresh state initialised already sharded, its params from ``options.init_from`` when fine-tuning."""
+  options, fine_tuned = setup.options, None
+  if resumed:
     state, _ = ckpt.restore(abstract_like(setup.abstract_state, setup.state_sharding))
   else:
     state = jax.jit(setup.init, out_shardings=setup.state_sharding)(*setup.init_args)
-    if init_from is not None:
-      state, fine_tuned = _fine_tune_start(state, setup.task, setup.optimizer, init_from,
-                                           freeze=tuple(config.optimizer.get("freeze", ()) or ()))
+    if options.init_from is not None:
+      state, fine_tuned = _fine_tune_start(state, setup.task, setup.optimizer, options.init_from)
       if jax.process_index() == 0:
         print(f"jaxlab: {fine_tuned.describe()}", file=sys.stderr, flush=True)
   start = _step_of(state)
-  if start > config.num_steps:
-    raise InputError(f"the workdir's checkpoint is at step {start}, beyond num_steps={config.num_steps}; "
+  if start > options.num_steps:
+    raise InputError(f"the workdir's checkpoint is at step {start}, beyond num_steps={options.num_steps}; "
                      "raise num_steps to continue it, or use another --workdir")
   return state, fine_tuned
-
-
-def _fine_tunes(config: ml_collections.ConfigDict) -> bool:
-  init_from = config.get("init_from", None)
-  return init_from is not None and bool(init_from.get("workdir", ""))
 
 
 def _step_of(state: TrainState) -> int:
@@ -380,41 +332,42 @@ class _Programs:
 def _batch_maker(setup: TrainSetup, programs: _Programs, end: int) -> Callable[[int], Any]:
   """``call_start -> batch`` of a call (host data, assembled from the batch sharding); None for a
   task that collects its data on the device."""
-  config, task, runs, K = setup.config, setup.task, setup.runs, setup.config.steps_per_call
-  seeds = list(runs.seeds) if runs is not None else [config.seed]
+  options, task, runs, K = setup.options, setup.task, setup.runs, setup.options.steps_per_call
+  seeds = list(runs.seeds) if runs is not None else [options.seed]
 
   def make_batch(call_start: int) -> Any:
     if task.host_batch is None:
       return None
     k = min(K, end - call_start)
     return input_pipeline.assemble(task.host_batch, range(call_start, call_start + k), seeds,
-                                   config.batch_size, setup.batch_sharding(k), programs(k).batch_spec,
+                                   options.batch_size, setup.batch_sharding(k), programs(k).batch_spec,
                                    step_axis=k > 1, run_axis=runs is not None)
   return make_batch
 
 
 def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir: str, end: int,
-              progress: bool) -> _LoopResult:
-  """Calls of ``steps_per_call`` steps from the state's step to ``end``: log, evaluate and
-  checkpoint on their schedules; a SIGTERM or a first Ctrl-C saves the step and stops."""
+              progress: bool, log_checks: tuple[LogCheck, ...]) -> _LoopResult:
+  """Calls of ``steps_per_call`` steps from the state's step to ``end``: log (and check the logged
+  row with ``log_checks``), evaluate and checkpoint on their schedules; a SIGTERM or a first Ctrl-C
+  saves the step and stops."""
   raise_if_pending()  # a Ctrl-C during start-up stops here, before the loop's prefetch thread and bar exist
-  config, task, K = setup.config, setup.task, setup.config.steps_per_call
+  options, task, K = setup.options, setup.task, setup.options.steps_per_call
   start = _step_of(state)
   call_starts = list(range(start, end, K))
   programs = _Programs(setup)
   prefetch = input_pipeline.Prefetcher(_batch_maker(setup, programs, end),
-                                       depth=config.prefetch if task.host_batch else 0)
+                                       depth=options.prefetch if task.host_batch else 0)
   evaluate = make_evaluate(task, setup.runs is not None, setup.state_sharding)
   writer = MetricsWriter(workdir, resume_step=start)
-  bar = tqdm.tqdm(total=config.num_steps, initial=start, disable=not progress or jax.process_index() != 0,
-                  desc=config.get("name", config.task), dynamic_ncols=True)
+  bar = tqdm.tqdm(total=options.num_steps, initial=start, disable=not progress or jax.process_index() != 0,
+                  desc=options.name, dynamic_ncols=True)
   timer, t0 = _Timer(start), time.perf_counter()
   result = _LoopResult(state, last_train=writer.last_row(require="loss") or {}, last_eval={},
                        steps_per_sec=float("nan"), wall_time_s=0.0)
   if evaluate is not None:
     eval_keys = sorted(jax.eval_shape(evaluate, state))
     result.last_eval = {k: v for k, v in (writer.last_row(require=eval_keys[0]) or {}).items() if k in eval_keys}
-  skipped_at_log, log_step, warned_frozen = _skipped(state), start, False
+  skipped_at_log, log_step, unwarned = _skipped(state), start, list(log_checks)
   with jax.set_mesh(setup.mesh), PreemptionWatcher(ckpt) as watcher:
     for i, call_start in enumerate(call_starts):
       k = min(K, end - call_start)
@@ -428,18 +381,18 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
         programs.uncompiled.discard(k)
         timer.exclude(time.perf_counter() - t_call, k)
       row: dict[str, Any] = {}
-      if _crossed(call_start, done, config.log_every) or done == config.num_steps:  # log
+      if _crossed(call_start, done, options.log_every) or done == options.num_steps:  # log
         metrics = jax.tree.map(_host, jax.device_get(metrics))
         result.steps_per_sec = timer.rate(done)
         row.update(metrics, steps_per_sec=result.steps_per_sec,
                    **{f"{u}_per_sec": result.steps_per_sec * n for u, n in task.throughput.items()})
         _check_not_all_skipped(metrics, skipped_at_log, log_step, done)
-        warned_frozen = warned_frozen or _warn_if_frozen(metrics, done)
+        unwarned = _warn_once(unwarned, metrics, done)
         skipped_at_log, log_step = metrics["nonfinite_skipped"], done
         result.last_train = row.copy()
         bar.set_postfix(loss=f"{np.mean(metrics['loss']):.4f}", steps_per_s=f"{result.steps_per_sec:.1f}")
         timer.reset(done)
-      if evaluate is not None and (_crossed(call_start, done, config.eval_every) or done == config.num_steps):
+      if evaluate is not None and (_crossed(call_start, done, options.eval_every) or done == options.num_steps):
         t = time.perf_counter()
         result.last_eval = jax.tree.map(_host, jax.device_get(evaluate(state)))
         row.update(result.last_eval)
@@ -448,7 +401,7 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
         writer.write(done, row)
       bar.update(k)
       t = time.perf_counter()
-      if _crossed(call_start, done, config.checkpoint_every) or done == config.num_steps:
+      if _crossed(call_start, done, options.checkpoint_every) or done == options.num_steps:
         ckpt.maybe_save(done, state, final=True)
       if watcher.should_stop(done):  # SIGTERM or a first Ctrl-C: save this step, then stop
         ckpt.maybe_save(done, state, final=True)
@@ -466,11 +419,11 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
 
 def _summary(setup: TrainSetup, loop: _LoopResult, fine_tuned: FineTuneStart | None) -> dict[str, Any]:
   """The run's summary: what trained where, how fast, and the last logged values."""
-  config, mesh, runs, state, last_train = setup.config, setup.mesh, setup.runs, loop.state, loop.last_train
+  options, mesh, runs, state, last_train = setup.options, setup.mesh, setup.runs, loop.state, loop.last_train
   steps = _step_of(state)
   summary = {
       "task": setup.task.description,
-      "optimizer": config.optimizer.name,
+      "optimizer": options.optimizer_label,
       "devices": f"{mesh.devices.size} x {jax.devices()[0].platform}",
       "mesh": dict(mesh.shape),
       "runs": runs.size if runs is not None else 1,
@@ -493,27 +446,16 @@ def _summary(setup: TrainSetup, loop: _LoopResult, fine_tuned: FineTuneStart | N
                           "workdir to resume)")
   elif loop.stopped_at is not None:
     summary["stopped"] = f"preempted at step {loop.stopped_at} (checkpoint saved; rerun to resume)"
-  elif steps < config.num_steps:
-    summary["stopped"] = f"early at step {steps} of {config.num_steps} (--stop_after; rerun to resume)"
+  elif steps < options.num_steps:
+    summary["stopped"] = f"early at step {steps} of {options.num_steps} (--stop_after; rerun to resume)"
   return summary
 
 
-def _seed_index(init_from: Any) -> int | None:
-  """``init_from.seed_index`` (-1: the pre-training run is a single run) as None or a run index."""
-  index = init_from.get("seed_index", -1)
-  if not is_int(index) or index < -1:
-    raise InputError(f"init_from.seed_index={index!r}; allowed: -1 (a single pre-training run) or the index of "
-                     "one of its vmapped runs (an int >= 0)")
-  return None if index == -1 else int(index)
-
-
-def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, init_from: Any,
-                     freeze: tuple[str, ...] = ()) -> tuple[TrainState, FineTuneStart]:
-  """A fresh state whose params come from ``init_from.workdir`` (``reinit`` leaves stay fresh),
-  and what was loaded from where (``freeze`` patterns are counted in it); a single run's state
-  (``_fine_tuning_source`` checked)."""
-  start = fine_tune_start(state.params, init_from.workdir, tuple(init_from.get("reinit", ()) or ()), freeze,
-                          _seed_index(init_from))
+def _fine_tune_start(state: TrainState, task: Task, optimizer: Any, source: FineTuneSource
+                     ) -> tuple[TrainState, FineTuneStart]:
+  """A fresh state whose params come from ``source.workdir`` (``reinit`` leaves stay fresh), and
+  what was loaded from where (``freeze`` patterns are counted in it); a single run's state."""
+  start = fine_tune_start(state.params, source.workdir, source.reinit, source.freeze, source.seed_index)
   params = start.params
   shardings = jax.tree.map(lambda x: x.sharding, state.opt_state)
   opt_state = jax.jit(optimizer.init, out_shardings=shardings)(params)
@@ -537,42 +479,13 @@ def _check_not_all_skipped(metrics: dict[str, Any], skipped_before: Any, step_be
         f"{step_before + 1} are intact.")
 
 
-def _warn_if_frozen(metrics: dict[str, Any], step: int) -> bool:
-  """MoMo-type step size 0 with its lower bound above the loss: the params stop moving; say so once.
-
-  Checked on the host at each log (the step itself runs on under jit, where nothing can be raised).
-  """
-  for key in metrics:
-    if key.startswith("opt/") and key.endswith("step_size"):
-      lb = np.asarray(metrics.get(key[: -len("step_size")] + "lb", np.nan))
-      if np.any((np.asarray(metrics[key]) == 0) & (lb > np.asarray(metrics["loss"]))):
-        warnings.warn(f"step {step}: {key}=0 with {key[: -len('step_size')]}lb={lb} above the loss "
-                      f"{metrics['loss']}: the parameters are not moving; lower optimizer.lower_bound "
-                      "(or set optimizer.adapt_lower_bound=True)", RuntimeWarning, stacklevel=2)
-        return True
-  return False
-
-
-def run_experiments(config: ml_collections.ConfigDict, workdir: str, **kwargs: Any) -> dict[str, dict]:
-  """Runs ``config``, or each of ``config.experiments`` (in order) in ``workdir/<name>``.
-
-  A config with an ``experiments`` block is a suite (the quickstart exercises every method this
-  way); each entry is a complete experiment config. Returns ``{name: summary}``.
-  """
-  options = {"devices": None, "stop_after": None, "progress": True, **kwargs}
-  check_stop_after(options["stop_after"])
-  if "experiments" not in config:
-    return {config.get("name", config.task): train(config, workdir, **options).summary}
-  for name, sub in config.experiments.items():  # every experiment's bad input, before any compute
-    try:
-      validate_trainer_config(sub)
-      TASKS.get(sub.task)  # an optional extra missing for a later experiment: refused before the first
-    except InputError as e:
-      raise InputError(f"experiments.{name}: {e}") from None
-  summaries = {}
-  for name, sub in config.experiments.items():
-    result = _train(sub, os.path.join(workdir, name), **options)
-    summaries[name] = result.summary
-    if result.stopped_by is not None:  # SIGTERM / Ctrl-C: the suite stops too; a rerun resumes it
-      break
-  return summaries
+def _warn_once(checks: list[LogCheck], metrics: dict[str, Any], step: int) -> list[LogCheck]:
+  """Runs each check on a logged row; one that finds something warns (once) and is dropped."""
+  left = []
+  for check in checks:
+    message = check(metrics, step)
+    if message is None:
+      left.append(check)
+    else:
+      warnings.warn(message, RuntimeWarning, stacklevel=3)
+  return left

@@ -40,7 +40,7 @@ def compute_dtype(config: Any) -> Any:
   """The dtype a config's train step computes in: ``jnp.float32`` unless ``config.compute_dtype`` says otherwise.
 
   Args:
-    config: a trainer config (``jaxlab.train.config.trainer_config``); one without the key
+    config: a trainer config (``jaxlab.experiment.trainer_config``); one without the key
       computes in float32.
 
   Returns:

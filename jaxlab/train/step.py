@@ -34,22 +34,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
+# The step's contract with the methods, importable from here too (jaxlab.train.step.PER_SAMPLE).
+from jaxlab.contract import PER_SAMPLE, CollectFn, LossFn, Metrics, UpdateDataFn, logged_state_metrics  # noqa: F401
 from jaxlab.errors import InputError, check_choice, check_int
 from jaxlab.train.precision import COMPUTE_DTYPES, cast_floats
 from jaxlab.sharding import path_name
 from jaxlab.train.state import TrainState
-
-LossFn = Callable[[Any, Any, jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]
-CollectFn = Callable[[TrainState, jax.Array], tuple[TrainState, Any, dict[str, jax.Array]]]
-Metrics = dict[str, jax.Array]
-UpdateDataFn = Callable[[TrainState, Any, Any], Any]
-
-#: The loss-metrics key of per-sample values for ``update_data`` (taken out of the logged metrics).
-PER_SAMPLE = "per_sample"
-
-# Scalar optimizer-state fields surfaced as metrics: MoMo's adaptive step and lower bound, and
-# the learning rate of ``optax.inject_hyperparams``.
-OPT_STATE_METRICS = ("step_size", "lb", "learning_rate")
 
 REMAT_POLICIES = {
     "none": None,
@@ -57,19 +47,6 @@ REMAT_POLICIES = {
     "dots": jax.checkpoint_policies.dots_saveable,
     "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
 }
-
-
-def optimizer_metrics(opt_state: optax.OptState) -> Metrics:
-  """``opt/<field>`` for every scalar field or dict entry of ``opt_state`` named in OPT_STATE_METRICS."""
-  out = {}
-  for path, leaf in jax.tree_util.tree_flatten_with_path(opt_state)[0]:
-    field = (getattr(path[-1], "name", None) or getattr(path[-1], "key", None)) if path else None
-    if field in OPT_STATE_METRICS and jnp.ndim(leaf) == 0:
-      key = f"opt/{field}"
-      if key in out:  # several such states (e.g. inside a chain): keep them apart by path
-        key = f"opt/{path_name(path)}"
-      out[key] = leaf
-  return out
 
 
 def _all_finite(tree: Any) -> jax.Array:
@@ -240,7 +217,7 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
       new_state = new_state.replace(data_state=update_data(new_state, batch, per_sample))
     grad_norm = optax.tree.norm(cast_floats(grads, jnp.float32))
     metrics = {**collect_metrics, **metrics, "loss": loss, "grad_norm": grad_norm,
-               "nonfinite_skipped": skipped, **optimizer_metrics(opt_state)}
+               "nonfinite_skipped": skipped, **logged_state_metrics(opt_state)}
     return new_state, metrics
 
   return step
@@ -362,8 +339,8 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
   Returns:
     A ``TrainStep``: ``step(state, batch) -> (new_state, metrics)`` (``step(state)`` with
     ``collect``); metrics are scalars (``[runs]`` under ``vmap_runs``), including ``loss``,
-    ``grad_norm``, ``nonfinite_skipped`` and ``opt/step_size``, ``opt/lb`` where the optimizer
-    state has them.
+    ``grad_norm``, ``nonfinite_skipped`` and the optimizer state's ``opt/<field>``
+    (``jaxlab.contract.LOGGED_STATE_FIELDS``: ``opt/step_size``, ``opt/lb`` of MoMo) where it has them.
   """
   if guard == "auto":
     guard = "select" if vmap_runs else "cond"

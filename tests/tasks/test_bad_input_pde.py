@@ -23,9 +23,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from configs import dpot_pde  # noqa: E402
 from jaxlab.pde.data import dataset_dir, fno_navier_stokes  # noqa: E402
 from jaxlab.pde.rollout import rollout, rollout_l2re  # noqa: E402
-from jaxlab.train.task import make_task  # noqa: E402
+from jaxlab.experiment import task_context  # noqa: E402
+from jaxlab.tasks import make_task  # noqa: E402
 from jaxlab.train.checkpoint import Checkpointer  # noqa: E402
-from jaxlab.train.trainer import train  # noqa: E402
+from jaxlab.experiment import train  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
@@ -45,7 +46,10 @@ def _cfg(arg: str = "tiny", **overrides: Any):
 
 
 def _task(arg: str = "tiny", **overrides: Any) -> Callable[[], Any]:
-  return lambda: make_task(_cfg(arg, **overrides))
+  def build() -> Any:
+    config = _cfg(arg, **overrides)
+    return make_task(config, task_context(config))
+  return build
 
 
 def _non_finite_data():
@@ -58,7 +62,7 @@ def _non_finite_data():
   data[1, 3, 5, 5, 0] = np.nan
   np.save(folder / "trajectories.npy", data)
   (folder / "settings.json").write_text(json.dumps(spec.settings()))
-  return make_task(config)
+  return make_task(config, task_context(config))
 
 
 def _pretrained_with_two_channels():

@@ -13,7 +13,7 @@ import pytest
 from configs import digits_mlp
 from jaxlab.errors import CheckpointError, InputError
 from jaxlab.train.checkpoint import Checkpointer, restore_params
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 
 
 def _config(**overrides):
