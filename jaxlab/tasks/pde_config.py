@@ -14,7 +14,7 @@ import numpy as np
 from jaxlab.errors import check, is_real
 from jaxlab.pde.data import DatasetSpec
 from jaxlab.tasks.pde_data_checks import check_data_config
-from jaxlab.tasks.pde_finetune import check_pretrained
+from jaxlab.tasks.pde_finetune import check_pretrained_config
 from jaxlab.tasks.pde_model import build_model
 
 
@@ -25,7 +25,7 @@ def check_config(config: ml_collections.ConfigDict, pretrained: dict | None = No
   Nothing is generated or read beyond file headers: the ``data`` block and the window
   (:func:`jaxlab.tasks.pde_data_checks.check_data_config`), the model
   (:func:`jaxlab.tasks.pde_model.build_model`), ``noise_scale`` and, for a fine-tuning run,
-  its compatibility with the pre-trained run (:func:`jaxlab.tasks.pde_finetune.check_pretrained`).
+  its compatibility with the pre-trained run (:func:`jaxlab.tasks.pde_finetune.check_pretrained_config`).
 
   Args:
     config: a PDE operator-learning config.
@@ -44,5 +44,5 @@ def check_config(config: ml_collections.ConfigDict, pretrained: dict | None = No
   noise = config.noise_scale
   check(is_real(noise) and noise >= 0 and np.isfinite(noise),
         f"noise_scale={noise!r} must be finite and >= 0 (denoising noise relative to the input's norm; 0: none)")
-  check_pretrained(config, channels, pretrained)
+  check_pretrained_config(config, channels, pretrained)
   return specs, channels, model

@@ -1,13 +1,16 @@
 """The shipped tasks by name, and :func:`make_task`: a config's task, built once in its context.
 
 The shipped tasks register here lazily (``"module:function"``, imported on first use), in the
-trainer's one registry (``jaxlab.train.TASKS``), so that naming them imports no method package;
-a config file or user code registers its own with ``@TASKS.register(name)``.
+trainer's one registry (``jaxlab.train.TASKS``), so that naming them imports no method package:
+every ``@TASKS.register(name)`` factory of a module of ``jaxlab.tasks`` is found in its source
+(:func:`shipped_tasks`). A config file or user code registers its own with the same decorator.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
+import os
 from typing import Any, Callable
 
 from jaxlab.errors import InputError
@@ -15,15 +18,29 @@ from jaxlab.registry import missing_extra_error
 from jaxlab.train.context import TaskContext
 from jaxlab.train.task import TASKS, Task
 
-#: The shipped tasks: ``config.task`` -> the factory's ``"module:function"``.
-SHIPPED = {
-    "digits_classification": "jaxlab.tasks.classification:digits_classification",
-    "digits_two_tower": "jaxlab.tasks.two_tower:digits_two_tower",
-    "clip_files": "jaxlab.tasks.clip_files:clip_files",
-    "dqn_atari": "jaxlab.tasks.dqn_atari:dqn_atari",
-    "dqn_minatar": "jaxlab.tasks.dqn_minatar:dqn_minatar",
-    "pde_operator": "jaxlab.tasks.pde_operator:pde_operator",
-}
+def shipped_tasks() -> dict[str, str]:
+  """``{task name: "module:function"}`` of every ``@TASKS.register(name)`` factory in this package's modules.
+
+  Read from the modules' source (``ast``), not by importing them: a new task module registers its
+  names by being here, and naming a task imports only its own module (and its method's extras).
+  """
+  out = {}
+  folder = os.path.dirname(os.path.abspath(__file__))
+  for file in sorted(f for f in os.listdir(folder) if f.endswith(".py") and not f.startswith("_")):
+    with open(os.path.join(folder, file), encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    for node in tree.body:
+      for decorator in getattr(node, "decorator_list", ()):
+        call = decorator if isinstance(decorator, ast.Call) else None
+        if (call is not None and isinstance(call.func, ast.Attribute) and call.func.attr == "register"
+            and isinstance(call.func.value, ast.Name) and call.func.value.id == "TASKS" and call.args
+            and isinstance(call.args[0], ast.Constant)):
+          out[call.args[0].value] = f"{__package__}.{file[:-3]}:{node.name}"
+  return out
+
+
+#: The shipped tasks: ``config.task`` -> the factory's ``"module:function"``, registered lazily.
+SHIPPED = shipped_tasks()
 for _name, _target in SHIPPED.items():
   TASKS.register_lazy(_name, _target)
 

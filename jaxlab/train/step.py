@@ -96,8 +96,7 @@ def _check_options(grad_accum_steps: int, remat: str, compute_dtype: str | None,
   check_choice(remat, "remat", sorted(REMAT_POLICIES), got=True)
   if compute_dtype is not None:
     check_choice(compute_dtype, "compute_dtype", COMPUTE_DTYPES, "or None", got=True)
-  if guard not in ("cond", "select"):
-    raise InputError(f"guard must be 'cond' or 'select', got {guard!r}")
+  check_choice(guard, "guard", ("cond", "select"), got=True)
 
 
 def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,

@@ -211,7 +211,7 @@ CASES: list[Case] = [
      "model.out_channels=3 does not match the data's 1 channels; set data.num_channels=3 to pad the data to it"),
     ("pde task", "negative num_channels", _task(**{"data.num_channels": -1}),
      "data.num_channels=-1 is below the widest data set's 1 channels; must be 0 (the widest set's) or an int >= 1"),
-    ("pde task", "FNO modes of 0", _task("fno_tiny", **{"model.modes": 0}), "model.modes=0 must be an int >= 1"),
+    ("pde task", "FNO modes of 0", _task("fno_tiny", **{"model.modes": 0}), "model.modes=0; must be an int >= 1 (Fourier modes kept per axis)"),
     ("pde task", "checkpoint with other channels than the data", _pretrained_with_two_channels,
      "was trained with 2 channels, this run's data have 1; set data.num_channels=2"),
     ("pde task", "checkpoint with another channel padding", _pretrained_with_zero_padding,

@@ -6,7 +6,7 @@ config reads are :func:`jaxlab.tasks.pde_data.config_specs`.
 
 from __future__ import annotations
 
-from jaxlab.errors import InputError
+from jaxlab.errors import check_int
 from jaxlab.pde.data.spec import DatasetSpec, dataset_spec, default_mixture
 
 
@@ -19,7 +19,6 @@ def mixture_specs(trajectories: int, resolution: int, num_frames: int, seed: int
   specs = default_mixture(trajectories, seed=seed, resolution=resolution)
   if not num_frames:
     return specs
-  if not isinstance(num_frames, int) or num_frames < 1:
-    raise InputError(f"--num_frames={num_frames!r} must be an int >= 1 (or 0: each family's own)")
+  check_int(num_frames, "--num_frames", 1, "or 0: each family's own")
   return [dataset_spec(s.family, s.num_trajectories, seed=s.seed, resolution=s.resolution, name=s.name,
                        **{**s.param_dict, "num_frames": num_frames}) for s in specs]
