@@ -23,7 +23,7 @@ from jaxlab.experiment.optimizer import LOG_CHECKS, optimizer_of
 from jaxlab.experiment.options import run_options
 from jaxlab.tasks import TASKS, make_task
 from jaxlab.train.context import TaskContext
-from jaxlab.train.loop import TrainResult, TrainSetup, run_training, setup_training, state_init
+from jaxlab.train.loop import TrainResult, TrainSetup, ensure_writable, run_training, setup_training, state_init
 from jaxlab.train.runs import Runs
 from jaxlab.train.state import TrainState
 from jaxlab.train.task import Task
@@ -136,6 +136,7 @@ def run_checked(experiments: Experiments, workdir: str, *, devices: Sequence[jax
 def _train(config: ml_collections.ConfigDict, workdir: str, *, devices: Sequence[jax.Device] | None,
            stop_after: int | None, progress: bool) -> TrainResult:
   """:func:`train` of a checked config: its objects, then the loop."""
+  ensure_writable(workdir)  # before the task is built: an unwritable workdir costs no data loading
   return run_training(_setup(config, devices), workdir, stop_after=stop_after, progress=progress,
                       log_checks=LOG_CHECKS)
 

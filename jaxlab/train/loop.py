@@ -241,13 +241,12 @@ def run_training(setup: TrainSetup, workdir: str, *, stop_after: int | None = No
   """
   options = setup.options
   ensure_writable(workdir)
-  resuming = Workdir(workdir).latest_step() is not None
-  _check_fine_tuning_source(setup, resuming)
+  latest = Workdir(workdir).latest_step()  # None: a fresh run
+  _check_fine_tuning_source(setup, resuming=latest is not None)
   ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), options.checkpoint_every,
                       keep=options.checkpoint_keep, keep_period=options.checkpoint_keep_period or None,
                       config=dict(options.record), resume_safe=options.resume_safe)
   try:
-    latest = Workdir(workdir).latest_step()
     _check_stop_after_resume(stop_after, latest, options.num_steps)
     write_workdir_files(workdir, setup.task.workdir_files, resuming=latest is not None)
     state, fine_tuned = _initial_state(setup, ckpt, resumed=latest is not None)

@@ -12,7 +12,7 @@ sharded over the "data" mesh axis so that 8 devices run 8 runs side by side.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Callable
 
 import jax
 import jax.numpy as jnp

@@ -177,7 +177,7 @@ def test_steps_per_sec_excludes_compilation(tmp_path):
 # --- registry and imports ---------------------------------------------------------------------
 
 def test_importing_the_trainer_imports_no_method_package():
-  code = ("import sys, jaxlab.train, jaxlab.experiment, jaxlab.main; "
+  code = ("import sys, jaxlab.train, jaxlab.experiment.trainer, jaxlab.main; "
           "print(sorted(m for m in sys.modules if m.startswith(('jaxlab.ot_clip', 'jaxlab.tasks', 'jaxlab.rl', "
           "'jaxlab.pde', 'ott', 'gymnax', 'flashbax', 'exponax'))))")
   out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
