@@ -9,8 +9,8 @@ never imports the trainer to speak to it:
 * data made on the device come from ``collect(state, rng) -> (state, batch, metrics)`` (:data:`CollectFn`);
 * an optimizer shows the step its scalar state by field name: a 0-d leaf of the optimizer state
   whose field or dict key is in :data:`LOGGED_STATE_FIELDS` is logged as ``opt/<field>``
-  (:func:`logged_state_metrics`). MoMo's states name their adaptive step ``step_size`` and lower
-  bound ``lb`` for this; ``optax.inject_hyperparams`` keeps ``learning_rate`` in its state.
+  (``jaxlab.train.step.optimizer_metrics``). MoMo's states name their adaptive step ``step_size``
+  and lower bound ``lb`` for this; ``optax.inject_hyperparams`` keeps ``learning_rate`` in its state.
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
-
-from jaxlab.sharding import path_name
 
 #: ``(params, batch, rng, extra) -> (loss, metrics)``: the loss of one step on the global batch.
 LossFn = Callable[[Any, Any, jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]
@@ -36,32 +33,3 @@ PER_SAMPLE = "per_sample"
 
 #: Scalar optimizer-state fields (or dict keys) the step logs as ``opt/<field>``.
 LOGGED_STATE_FIELDS = ("step_size", "lb", "learning_rate")
-
-
-def logged_state_metrics(opt_state: Any) -> Metrics:
-  """``opt/<field>`` for every 0-d leaf of ``opt_state`` whose field or key is in :data:`LOGGED_STATE_FIELDS`.
-
-  Several such states (e.g. inside a chain) are kept apart by their path (``opt/<path>``).
-
-  Args:
-    opt_state: an optax optimizer state.
-
-  Returns:
-    ``{"opt/<field>": leaf}``.
-
-  Examples:
-    >>> import jax.numpy as jnp, optax
-    >>> from jaxlab.contract import logged_state_metrics
-    >>> opt = optax.inject_hyperparams(optax.sgd)(learning_rate=0.1)
-    >>> {k: round(float(v), 3) for k, v in logged_state_metrics(opt.init(jnp.zeros(2))).items()}
-    {'opt/learning_rate': 0.1}
-  """
-  out = {}
-  for path, leaf in jax.tree_util.tree_flatten_with_path(opt_state)[0]:
-    field = (getattr(path[-1], "name", None) or getattr(path[-1], "key", None)) if path else None
-    if field in LOGGED_STATE_FIELDS and jnp.ndim(leaf) == 0:
-      key = f"opt/{field}"
-      if key in out:  # several such states (e.g. inside a chain): keep them apart by path
-        key = f"opt/{path_name(path)}"
-      out[key] = leaf
-  return out

@@ -32,7 +32,7 @@ from jaxlab.config_files import load_config, resolve_config_path
 from jaxlab.errors import InputError
 from jaxlab.pde.data import DatasetSpec, dataset_dir, describe, load_or_generate
 from jaxlab.pde.data.selection import mixture_specs
-from jaxlab.tasks.pde_data import config_specs
+from jaxlab.tasks.pde_config import config_specs
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "a training config (configs/<name>.py[:arg] or <name>[:arg]): make exactly the data sets it "

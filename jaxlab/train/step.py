@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import optax
 
 # The step's contract with the methods, importable from here too (jaxlab.train.step.PER_SAMPLE).
-from jaxlab.contract import PER_SAMPLE, CollectFn, LossFn, Metrics, UpdateDataFn, logged_state_metrics  # noqa: F401
+from jaxlab.contract import LOGGED_STATE_FIELDS, PER_SAMPLE, CollectFn, LossFn, Metrics, UpdateDataFn  # noqa: F401
 from jaxlab.errors import InputError, check_choice, check_int
 from jaxlab.train.precision import COMPUTE_DTYPES, cast_floats
 from jaxlab.sharding import path_name
@@ -47,6 +47,20 @@ REMAT_POLICIES = {
     "dots": jax.checkpoint_policies.dots_saveable,
     "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
 }
+
+
+def optimizer_metrics(opt_state: optax.OptState) -> Metrics:
+  """``opt/<field>`` for every scalar field or dict entry of ``opt_state`` named in
+  ``jaxlab.contract.LOGGED_STATE_FIELDS`` (several such states, e.g. inside a chain, are kept apart by path)."""
+  out = {}
+  for path, leaf in jax.tree_util.tree_flatten_with_path(opt_state)[0]:
+    field = (getattr(path[-1], "name", None) or getattr(path[-1], "key", None)) if path else None
+    if field in LOGGED_STATE_FIELDS and jnp.ndim(leaf) == 0:
+      key = f"opt/{field}"
+      if key in out:  # several such states (e.g. inside a chain): keep them apart by path
+        key = f"opt/{path_name(path)}"
+      out[key] = leaf
+  return out
 
 
 def _all_finite(tree: Any) -> jax.Array:
@@ -216,7 +230,7 @@ def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
       new_state = new_state.replace(data_state=update_data(new_state, batch, per_sample))
     grad_norm = optax.tree.norm(cast_floats(grads, jnp.float32))
     metrics = {**collect_metrics, **metrics, "loss": loss, "grad_norm": grad_norm,
-               "nonfinite_skipped": skipped, **logged_state_metrics(opt_state)}
+               "nonfinite_skipped": skipped, **optimizer_metrics(opt_state)}
     return new_state, metrics
 
   return step

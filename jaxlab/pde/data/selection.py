@@ -1,7 +1,7 @@
 """The default PDE mixture with the data command's settings (``python -m jaxlab.pde.data`` without ``--config``).
 
 Importable without the command's flags (``jaxlab.main`` defines ``--config`` too); the sets a training
-config reads are :func:`jaxlab.tasks.pde_data.config_specs`.
+config reads are :func:`jaxlab.tasks.pde_config.config_specs`.
 """
 
 from __future__ import annotations

@@ -10,8 +10,7 @@ from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.pde.data import load_cached
 from jaxlab.pde.data.selection import mixture_specs
-from jaxlab.tasks.pde_data import config_specs
-from jaxlab.tasks.pde_config import check_config
+from jaxlab.tasks.pde_config import check_config, config_specs
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
