@@ -97,8 +97,8 @@ print("TRAINED", summary["task"], summary["steps"], math.isfinite(summary["final
 
 
 def _listed_files() -> list[str]:
-  """The first column of the guide's table: the files a method named ``toy`` touches."""
-  return re.findall(r"^\| `([^`]+)` \|", GUIDE.read_text(), flags=re.M)
+  """The first column of the guide's table, for a method named ``toy``: the files it touches."""
+  return [p.replace("<method>", "toy") for p in re.findall(r"^\| `([^`]+)` \|", GUIDE.read_text(), flags=re.M)]
 
 
 def _write_toy(copy: pathlib.Path) -> None:

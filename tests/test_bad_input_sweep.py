@@ -275,7 +275,7 @@ CASES: list[Case] = [
     ("step", "compute dtype unknown", lambda: make_train_step(_loss, optax.sgd(0.1), compute_dtype="half"), "compute_dtype must be one of"),
     ("step", "steps_per_call 0", lambda: make_train_step(_loss, optax.sgd(0.1), steps_per_call=0), "steps_per_call must be an integer >= 1"),
     ("step", "grad_accum -1", lambda: make_train_step(_loss, optax.sgd(0.1), grad_accum_steps=-1), "grad_accum_steps must be an integer >= 1"),
-    ("step", "guard unknown", lambda: make_train_step(_loss, optax.sgd(0.1), guard="where"), "guard must be 'cond' or 'select'"),
+    ("step", "guard unknown", lambda: make_train_step(_loss, optax.sgd(0.1), guard="where"), "guard must be one of ('cond', 'select'), got 'where'"),
     # --- data, models, tasks ----------------------------------------------------------------------
     ("data", "batch larger than data", lambda: batch_indices(10, 16, 0, 0), "batch_size 16 exceeds the 10 training examples"),
     ("data", "test_fraction 0", lambda: load_digits_split(test_fraction=0.0), "test_fraction must be in (0, 1), got 0.0"),
