@@ -8,7 +8,7 @@ import warnings as _warnings
 
 from jaxlab.losses.classification import CLASSIFICATION_LOSSES, softmax_cross_entropy
 
-__all__ = ["CLASSIFICATION_LOSSES", "LOSSES", "softmax_cross_entropy"]
+__all__ = ["CLASSIFICATION_LOSSES", "softmax_cross_entropy"]  # LOSSES: deprecated, not listed
 
 
 def __getattr__(name: str) -> object:

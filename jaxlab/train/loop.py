@@ -128,8 +128,11 @@ class TrainSetup:
   Attributes:
     options: the run's options.
     mesh: the device mesh.
-    task, runs, optimizer: the run's task, vmapped runs (None: one run) and optax transform.
-    init, init_args: as returned by :func:`state_init`.
+    task: the run's task.
+    runs: the vmapped runs (None: one run).
+    optimizer: the optax transform.
+    init: ``init(*init_args)`` is the initial ``TrainState`` (:func:`state_init`).
+    init_args: its arguments.
     abstract_state: ``jax.eval_shape`` of the initial ``TrainState``.
     state_sharding: its ``NamedSharding`` tree (``options.sharding_rules``, FSDP, run axis).
     report: the sharding report of ``abstract_state``.

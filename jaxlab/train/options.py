@@ -17,7 +17,7 @@ from jaxlab.train.checkpoint import RESUME_SAFE_KEYS
 
 #: A host-side check of each logged row, ``(metrics, step) -> warning text or None``: the loop warns
 #: once per check, the first time it returns a text (the step itself runs on under jit).
-LogCheck = Callable[[Mapping[str, Any], int], "str | None"]
+LogCheck = Callable[[Mapping[str, Any], int], str | None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +60,9 @@ class RunOptions:
     seed: the run's seed (params init, step rngs, data order); vmapped runs carry their own seeds.
     batch_size: the global batch size.
     num_steps: optimizer steps in all.
-    log_every, eval_every, checkpoint_every: schedules in steps, checked at call boundaries.
+    log_every: log every this many steps (checked at call boundaries).
+    eval_every: evaluate every this many steps.
+    checkpoint_every: save a checkpoint every this many steps.
     steps_per_call: steps per jitted call (a ``lax.scan``).
     checkpoint_keep: newest checkpoints kept.
     checkpoint_keep_period: also keep every checkpoint at a multiple of this (0: none).
