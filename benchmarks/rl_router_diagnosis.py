@@ -2,7 +2,7 @@ r"""Why the Soft-MoE router does not learn on MinAtar: each variant's router, me
 
 The study config (``configs/rl_router_diagnosis.py``) lists the variants (cells) and games; each
 (game, variant) is ``configs/dqn_minatar.py`` + ``base`` + the variant's ``set``, its seeds vmapped
-as runs of one program (``runs.seeds``), trained by ``jaxlab.train.trainer.train`` in
+as runs of one program (``runs.seeds``), trained by ``jaxlab.experiment.train`` in
 ``<workdir>/<game>/<variant>`` with ``network.router_diagnostics`` on. A finished program's record
 (:func:`benchmarks.rl_study_cells.run_cell`'s, with the diagnostics' curves) goes to
 ``<out_dir>/<prefix>.json`` at once, so a rerun skips it; a killed program resumes from its
@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.rl_study_cells import CURVES, cell_config, iqm_table, run_cell, units  # noqa: E402
 from jaxlab.errors import check  # noqa: E402
-from jaxlab.train.trainer import train  # noqa: E402
+from jaxlab.experiment import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/rl_router_diagnosis.py", "study config")
 _REPORT_ONLY = flags.DEFINE_bool("report_only", False, "only rebuild the table and plot from the JSON")

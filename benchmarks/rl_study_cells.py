@@ -21,7 +21,7 @@ import numpy as np
 from jaxlab.config_files import load_config
 from jaxlab.report import iqm_ci  # the IQM and stratified-bootstrap CI of python -m jaxlab.report
 from jaxlab.train.metrics_writer import read_metrics
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 
 
 def merge(config: ml_collections.ConfigDict, settings: Any) -> None:

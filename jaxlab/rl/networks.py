@@ -36,17 +36,20 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check, check_bool, check_int, check_range
+from jaxlab.errors import check, check_bool, check_choice, check_int, check_range
 from jaxlab.moe import modules as moe_modules
 from jaxlab.moe._soft_moe import check_impl
 from jaxlab.rl import networks_encoders as encoders
 from jaxlab.rl import networks_token_heads as token_heads
 from jaxlab.rl import networks_tokens as tokens
+from jaxlab.registry import Registry
 from jaxlab.rl.rainbow_layers import RainbowHead
 
-#: The value heads of :class:`QNetwork` (its ``head``): dense, Soft MoE, Top-1 MoE, none, or a tokenised
-#: layer without a router (``token_dense``, ``token_mlp``: :mod:`jaxlab.rl.networks_token_heads`).
-HEADS = ("dense", "softmoe", "top1", "none", "token_dense", "token_mlp")
+#: The value heads of :class:`QNetwork` by name (its ``head``): dense, Soft MoE, Top-1 MoE, none, or a
+#: tokenised layer without a router (``token_dense``, ``token_mlp``: :mod:`jaxlab.rl.networks_token_heads`).
+#: Each is ``(net, features, encoder, activations) -> (hidden [b, h], stats)``, called inside
+#: ``QNetwork.__call__`` (its layers are the network's submodules); it may add to ``activations``.
+HEADS: Registry = Registry("QNetwork head")
 #: Prefix of the stats entries that ``diagnostics=True`` adds (arrays with a batch axis, not routing statistics).
 ACTIVATIONS = "activations/"
 _INIT = nn.initializers.xavier_uniform()
@@ -110,7 +113,7 @@ class QNetwork(nn.Module):
       :func:`~jaxlab.rl.networks_tokens.global_average_pool`); vector features have no positions to pool
       but the tokens of the MoE and token heads.
     router_diagnostics: the Soft MoE's stats keep ``combine_spread``
-      (:func:`jaxlab.moe.combine_spread`; dropped otherwise), and the dqn tasks log the Q-values'
+      (:func:`jaxlab.moe.combine_spread`; dropped otherwise), and the dqn_minatar task logs the Q-values'
       spread on the replay batch and the router's Adam moments against eps (``jaxlab.rl.diagnostics``).
     diagnostics: the stats also hold ``activations/encoder`` (the encoder's post-ReLU output),
       ``activations/penultimate`` (the post-ReLU hidden layer of the dense and token heads; the
@@ -153,10 +156,9 @@ class QNetwork(nn.Module):
     chosen head does not use, and all are static, so this runs at trace time before any compile.
     """
     check_int(self.num_actions, "QNetwork.num_actions")
-    check(self.head in HEADS, f"QNetwork.head={self.head!r}; choose one of {HEADS}")
-    check(self.encoder in encoders.ENCODERS, f"QNetwork.encoder={self.encoder!r}; choose one of {encoders.ENCODERS}")
-    check(self.tokenizer in tokens.TOKENIZERS,
-          f"QNetwork.tokenizer={self.tokenizer!r}; choose one of {tokens.TOKENIZERS}")
+    check_choice(self.head, "QNetwork.head", tuple(HEADS))
+    check_choice(self.encoder, "QNetwork.encoder", encoders.ENCODERS)
+    check_choice(self.tokenizer, "QNetwork.tokenizer", tokens.TOKENIZERS)
     check_int(self.width, "QNetwork.width", meaning="hidden width of the dense head")
     check_int(self.width_multiplier, "QNetwork.width_multiplier", meaning="dense head width = width * multiplier")
     moe_modules.check_moe_settings("QNetwork", self.num_experts, self.expert_hidden, self.capacity_factor)
@@ -172,9 +174,8 @@ class QNetwork(nn.Module):
       w = getattr(self, name)
       check_range(w, f"QNetwork.{name}", 0)
     check_int(self.num_atoms, "QNetwork.num_atoms", meaning="1 = scalar Q-values, > 1 = C51 (Dopamine: 51)")
-    check(self.position_embedding in tokens.POSITION_EMBEDDINGS,
-          f"QNetwork.position_embedding={self.position_embedding!r}; choose one of {tokens.POSITION_EMBEDDINGS}")
-    check(self.pooling in tokens.POOLINGS, f"QNetwork.pooling={self.pooling!r}; choose one of {tokens.POOLINGS}")
+    check_choice(self.position_embedding, "QNetwork.position_embedding", tokens.POSITION_EMBEDDINGS)
+    check_choice(self.pooling, "QNetwork.pooling", tokens.POOLINGS)
     for name in ("dueling", "noisy", "deterministic", "router_diagnostics", "diagnostics"):
       check_bool(getattr(self, name), f"QNetwork.{name}")
 
@@ -193,59 +194,36 @@ class QNetwork(nn.Module):
           "take encoder='mlp' (or 'auto')")
     features = encoders.make_encoder(encoder, tuple(self.mlp_features))(obs)
     activations = {"encoder": features}
-    if self.head in ("none", "dense"):
-      check(self.pooling == "flatten" or features.ndim == 4,
-            f"QNetwork.pooling={self.pooling!r} with head={self.head!r} needs image features to average over; "
-            f"the {encoder!r} encoder's vector features have no positions (pooling='flatten')")
-    if self.head == "none":  # Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer
-      hidden = tokens.pool(features, self.pooling)
-      stats: dict[str, Any] = {}
-    elif self.head == "dense":
-      hidden = nn.relu(nn.Dense(self.width * self.width_multiplier, kernel_init=_INIT)(
-          tokens.pool(features, self.pooling)))
-      stats = {}
-      activations["penultimate"] = hidden
-    else:
-      x = self._tokens(features, encoder)
-      if self.position_embedding == "learned":
-        x = tokens.PositionEmbedding(name="position_embedding")(x)
-      if self.head == "softmoe":
-        y, stats = moe_modules.SoftMoE(
-            self.num_experts, self.expert_hidden, self.capacity_factor,
-            normalize=self.normalize, single_exponential=self.single_exponential, impl=self.moe_impl)(x)
-      elif self.head == "top1":
-        y, stats = moe_modules.Top1MoE(self.num_experts, self.expert_hidden,
-                                       self.capacity_factor)(x)
-      else:
-        layer = (token_heads.TokenDense(self.width * self.width_multiplier) if self.head == "token_dense"
-                 else token_heads.TokenMLP(self.expert_hidden))
-        y, activations["penultimate"] = layer(x)
-        stats = {}
-      hidden = tokens.pool(y, self.pooling)
-      if not self.router_diagnostics:
-        stats.pop("combine_spread", None)
+    hidden, stats = HEADS.get(self.head)(self, features, encoder, activations)
+    if not self.router_diagnostics:
+      stats.pop("combine_spread", None)
     if self.diagnostics:
       activations["features"] = hidden
       stats = {**stats, **{ACTIVATIONS + k: v for k, v in activations.items()}}
     return self._q_head(hidden), stats
 
   def _tokens(self, features: jax.Array, encoder: str) -> jax.Array:
-    """The encoder's features as tokens [b, m, d] for the MoE and token heads (``tokenizer``)."""
+    """The encoder's features as tokens [b, m, d] for the MoE and token heads (``tokenizer``), plus the
+    learned position embedding with ``position_embedding="learned"``."""
     tokenizer = self.tokenizer
     if tokenizer == "auto":
       tokenizer = "per_feat" if features.ndim == 2 else "per_conv"
     if tokenizer == "flatten":  # no tokenization: one token of everything (images or vectors)
-      return tokens.flatten(features)
-    if features.ndim == 2:  # vector features: one token per feature, each embedded
+      x = tokens.flatten(features)
+    elif features.ndim == 2:  # vector features: one token per feature, each embedded
       check(tokenizer == "per_feat",
             f"QNetwork.tokenizer={self.tokenizer!r} needs image features; the {encoder!r} encoder's vector "
             "features take tokenizer='per_feat' (or 'auto'): one token per feature, or 'flatten'")
-      return tokens.PerFeatureEmbedding(self.embedding_size, name="embedding")(features)
-    if tokenizer == "per_conv":
-      return tokens.per_conv(features)
-    if tokenizer == "per_feat":
-      return tokens.per_feat(features)
-    return tokens.PerPatch(self.embedding_size, tuple(self.patch_size))(features)
+      x = tokens.PerFeatureEmbedding(self.embedding_size, name="embedding")(features)
+    elif tokenizer == "per_conv":
+      x = tokens.per_conv(features)
+    elif tokenizer == "per_feat":
+      x = tokens.per_feat(features)
+    else:
+      x = tokens.PerPatch(self.embedding_size, tuple(self.patch_size))(features)
+    if self.position_embedding == "learned":
+      x = tokens.PositionEmbedding(name="position_embedding")(x)
+    return x
 
   def _q_head(self, hidden: jax.Array) -> jax.Array:
     """The output layer: DQN's ``Dense(num_actions)``, or Rainbow's head (atoms, dueling, noisy)."""
@@ -254,6 +232,66 @@ class QNetwork(nn.Module):
     logits = RainbowHead(self.num_actions, self.num_atoms, noisy=self.noisy, dueling=self.dueling,
                          deterministic=self.deterministic, name="rainbow_head")(hidden)
     return logits[..., 0] if self.num_atoms == 1 else logits
+
+
+def _pooled_features(net: QNetwork, features: jax.Array, encoder: str) -> jax.Array:
+  """The encoder's features as the dense heads' input: flattened, or averaged over positions (``pooling``)."""
+  check(net.pooling == "flatten" or features.ndim == 4,
+        f"QNetwork.pooling={net.pooling!r} with head={net.head!r} needs image features to average over; "
+        f"the {encoder!r} encoder's vector features have no positions (pooling='flatten')")
+  return tokens.pool(features, net.pooling)
+
+
+@HEADS.register("none")
+def _no_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer."""
+  del activations
+  return _pooled_features(net, features, encoder), {}
+
+
+@HEADS.register("dense")
+def _dense_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """The baseline: flatten (or GAP) -> ``Dense(width * width_multiplier)`` -> ReLU."""
+  hidden = nn.relu(nn.Dense(net.width * net.width_multiplier, kernel_init=_INIT)(
+      _pooled_features(net, features, encoder)))
+  activations["penultimate"] = hidden
+  return hidden, {}
+
+
+@HEADS.register("softmoe")
+def _soft_moe_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> Soft MoE (Puigcerver et al. 2024) -> flatten (or GAP)."""
+  del activations
+  x = net._tokens(features, encoder)  # the tokenizer's layers first, as the network always built them
+  y, stats = moe_modules.SoftMoE(
+      net.num_experts, net.expert_hidden, net.capacity_factor,
+      normalize=net.normalize, single_exponential=net.single_exponential, impl=net.moe_impl)(x)
+  return tokens.pool(y, net.pooling), stats
+
+
+@HEADS.register("top1")
+def _top1_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> Top-1 MoE -> flatten (or GAP)."""
+  del activations
+  x = net._tokens(features, encoder)
+  y, stats = moe_modules.Top1MoE(net.num_experts, net.expert_hidden, net.capacity_factor)(x)
+  return tokens.pool(y, net.pooling), stats
+
+
+@HEADS.register("token_dense")
+def _token_dense_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> a shared ``Dense(width * width_multiplier)`` per token, no router -> flatten (or GAP)."""
+  x = net._tokens(features, encoder)
+  y, activations["penultimate"] = token_heads.TokenDense(net.width * net.width_multiplier)(x)
+  return tokens.pool(y, net.pooling), {}
+
+
+@HEADS.register("token_mlp")
+def _token_mlp_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> one expert-sized MLP per token, no router -> flatten (or GAP)."""
+  x = net._tokens(features, encoder)
+  y, activations["penultimate"] = token_heads.TokenMLP(net.expert_hidden)(x)
+  return tokens.pool(y, net.pooling), {}
 
 
 def scaled_single_expert(num_experts: int, expert_hidden: int) -> dict[str, int]:

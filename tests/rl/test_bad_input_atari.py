@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from configs import dqn_atari  # noqa: E402
 from jaxlab.rl.atari import make_atari  # noqa: E402
 from jaxlab.rl.replay_frames import make_frame_replay  # noqa: E402
-from jaxlab.train.task import make_task  # noqa: E402
+from jaxlab.experiment import task_context  # noqa: E402
+from jaxlab.tasks import make_task  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
@@ -32,7 +33,7 @@ def _task(**overrides: Any) -> Callable[[], Any]:
     for k, v in overrides.items():
       node, _, leaf = k.rpartition(".")
       (c[node] if node else c)[leaf] = v
-    return make_task(c)
+    return make_task(c, task_context(c))
   return run
 
 
@@ -76,6 +77,8 @@ CASES: list[Case] = [
      "env.num_envs=3 does not divide dqn.update_period=4"),
     ("atari task", "MinAtar encoder", _task(**{"network.encoder": "minatar"}),
      "network.encoder='minatar'; Atari frames (84x84x4) take one of ('nature', 'impala')"),
+    ("atari task", "router diagnostics", _task(**{"network.router_diagnostics": True}),
+     "network.router_diagnostics=True: this task does not log the router diagnostics; leave it False"),
     ("atari task", "target period off the update grid", _task(**{"dqn.target_update_period": 6}),
      "dqn.target_update_period=6 agent steps must be a multiple of the 4 agent steps"),
     ("atari task", "replay too small for stacks", _task(**{"dqn.replay_capacity": 8}),

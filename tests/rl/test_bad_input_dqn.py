@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from configs import dqn_minatar as dqn_config  # noqa: E402
 from jaxlab.rl import dqn  # noqa: E402
-from jaxlab.train.task import make_task  # noqa: E402
+from jaxlab.experiment import task_context  # noqa: E402
+from jaxlab.tasks import make_task  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
@@ -37,7 +38,7 @@ def _task(**overrides: Any) -> Callable[[], Any]:
         node = node[p]
       with node.unlocked():
         node[leaf] = value
-    return make_task(c)
+    return make_task(c, task_context(c))
   return build
 
 
@@ -162,6 +163,9 @@ CASES: list[Case] = [
      "dqn.vmax=-1.0; must be a finite number > 0"),
     ("dqn task", "vmin above vmax", _task(**{"network.num_atoms": 51, "dqn.vmin": 20.0}),
      "dqn.vmin=20.0; must be None (= -dqn.vmax) or a finite number below dqn.vmax=10.0"),
+    ("dqn task", "router diagnostics without Adam", _task(**{"network.router_diagnostics": True,
+                                                            "optimizer.name": "sgd"}),
+     "network.router_diagnostics=True with optimizer.name='sgd'; the router diagnostics read Adam's second moments"),
     ("dqn task", "unknown replay scheme", _task(**{"dqn.replay_scheme": "rank"}),
      "dqn.replay_scheme='rank'; choose one of ('uniform', 'prioritized')"),
     ("dqn task", "zero update horizon", _task(**{"dqn.update_horizon": 0}),

@@ -85,3 +85,22 @@ def test_the_small_study_runs_resumes_and_writes_its_json(tmp_path):
   assert len(r["final_router_scale"]) == 2 and r["final_router_phi_rms"][0] > 0 and r["router_phi_rms_init"] > 0
   again = subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, text=True)
   assert again.stdout.count("done, skipped") == 2
+
+
+def test_the_committed_result_names_each_variants_routing_entropy_and_its_date():
+  """benchmarks/results/rl/router_diagnosis.json: dated, and every variant with a router reports its final
+  routing entropies (keys with ``entropy``) per game, from which ``learns`` follows."""
+  path = os.path.join(REPO, "benchmarks", "results", "rl", "router_diagnosis.json")
+  with open(path) as f:
+    result = json.load(f)
+  assert len(result["date"]) == 10 and result["date"][:2] == "20"  # ISO yyyy-mm-dd
+  study = rl_router_diagnosis.get_config()
+  assert result["summary"] and set(result["summary"]) <= set(study.order)
+  for name, s in result["summary"].items():
+    if rl_router_diagnosis.VARIANTS[name]["set"]["network"].get("head") == "dense":
+      continue  # the dense reference has no router
+    for game, v in s["games"].items():
+      assert 0 < v["dispatch_entropy"] <= 1 and 0 < v["combine_entropy"] <= 1, (name, game)
+    lowest = s["lowest_final_entropy"]
+    assert set(lowest) == set(s["games"])
+    assert s["learns"] == all(e <= result["entropy_target"] for e in lowest.values()), name

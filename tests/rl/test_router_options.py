@@ -15,7 +15,7 @@ from jaxlab.rl import diagnostics
 from jaxlab.rl.networks import QNetwork
 from jaxlab.rl.networks_tokens import add_position_embedding, global_average_pool, per_conv
 from jaxlab.train.metrics_writer import read_metrics
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 from tests.bad_input import assert_one_clear_line
 from tests.rl.test_dqn import _tiny  # the dqn_minatar:tiny config with overrides
 from tests.tolerances import EPS32, ops_rtol
