@@ -34,15 +34,16 @@ part                box  what it measures
                          cells that can finish in what is left of the box
 ==================  ===  ============================================================================
 
-Expected on an H200 (no run yet): the machine's start and the tree's transfer 1-2 minutes, then
-~20 s of wheels and jax start-up, the 480 s of boxes, and ~10-30 s past a box where a compilation
-cannot be cut: about 8.5 minutes in all. A watchdog ends the run at the budget plus
-``WATCHDOG_GRACE_S`` in any case.
+Expected on an H200 (no run yet): ~20 s of wheels and jax start-up, the 480 s of boxes (a part
+that runs past its box, in a compilation that cannot be cut, shortens the later ones; the last
+ones are subprocesses, killed on time): about 8.5 minutes for the call; with the machine's start
+and the tree's transfer, 10 of a session's 15 minutes of device time. A watchdog ends the run at
+the budget plus ``WATCHDOG_GRACE_S`` in any case.
 
 The result is ONE JSON (``--out``; default ``benchmarks/results/accelerator/<device kind>.json``),
 rewritten after the wheels and after every part, so a run killed from outside still leaves what
 it measured: per part its numbers, ``status`` and wall time, and for the studies the cells that
-finished (their returns and speed), the one the box cut (the step its log reached) and those
+finished (their returns and speed), those the box cut (the step their logs reached) and those
 skipped; a part or unit that finds no time left says so, nothing is dropped silently. On a
 machine without a GPU the script prints one line saying so and exits with status 2 before doing
 anything else: jax is pinned to ``JAX_PLATFORMS=cuda``, so it cannot fall back to the CPU.
@@ -614,11 +615,11 @@ def _check_backend(smoke: bool) -> tuple[Any, str | None]:
 def install_wheels(wheel_dir: pathlib.Path) -> dict[str, Any]:
   """The wheels of ``wheel_dir`` this interpreter lacks, installed offline into a folder put on
   ``sys.path`` and ``PYTHONPATH`` (``benchmarks/device_wheels.py``); what was done."""
+  if not wheel_dir.is_dir():
+    return {"status": f"no wheel folder {wheel_dir.name}/ (make device-wheels fills it); nothing installed"}
   target = device_wheels.default_target()
   sys.path.insert(0, str(target))
   os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH", "")]))
-  if not wheel_dir.is_dir():
-    return {"status": f"no wheel folder {wheel_dir.name}/ (make device-wheels fills it); nothing installed"}
   record = device_wheels.install(wheel_dir, target, device_wheels.read_manifest())
   record["status"] = "ok" if not record["pip_returncode"] and not record["missing"] else "incomplete"
   return record
@@ -628,12 +629,16 @@ def _slug(text: str) -> str:
   return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "device"
 
 
+_WRITING = threading.Lock()  # the parts' loop and the watchdog both write the JSON
+
+
 def _write(path: pathlib.Path, result: dict[str, Any]) -> None:
   """The JSON, whole or not at all (written beside, then renamed)."""
-  path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_suffix(".json.tmp")
-  tmp.write_text(json.dumps(result, indent=1) + "\n")
-  os.replace(tmp, path)
+  with _WRITING:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    os.replace(tmp, path)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace | str:
@@ -650,6 +655,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace | str:
   parser.add_argument("--seeds", default="1,8,64", help="vmapped seed counts of part dqn_seeds")
   parser.add_argument("--minatar_frames", type=int, default=100_000,
                       help="frames per run of the MinAtar design's cells (0: the design's 1M)")
+  parser.add_argument("--watchdog_s", type=float, default=None,
+                      help="end the run after this many seconds (default: --budget_s + WATCHDOG_GRACE_S; "
+                      "none with --cpu-smoke)")
   args = parser.parse_args(argv)
   parts = [p for p in args.parts.split(",") if p]
   unknown = sorted(set(parts) - set(PARTS))
@@ -705,6 +713,8 @@ def main(argv: list[str] | None = None) -> int:
     if name:
       result["parts"][name] = {"status": f"killed by the watchdog at {round(time.monotonic() - start)} s",
                                "part_wall_s": round(time.monotonic() - current["start"], 1)}
+    for later in args.parts:
+      result["parts"].setdefault(later, {"status": "skipped: the watchdog ended the run"})
     result["status"], result["wall_s"] = "killed by the watchdog", round(time.monotonic() - start, 1)
     for pid in list(CHILDREN):
       try:
@@ -715,7 +725,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"benchmarks/accelerator.py: watchdog: {result['wall_s']} s; wrote {out}", flush=True)
     os._exit(WATCHDOG_EXIT)  # pylint: disable=protected-access  # a part's compilation cannot be interrupted otherwise
 
-  timer = None if smoke else threading.Timer(args.budget_s + WATCHDOG_GRACE_S, watchdog)
+  limit = args.watchdog_s if args.watchdog_s is not None else None if smoke else args.budget_s + WATCHDOG_GRACE_S
+  timer = None if limit is None else threading.Timer(limit, watchdog)
   if timer:
     timer.daemon = True
     timer.start()

@@ -11,9 +11,10 @@ source tree ~10 MiB of it).
   python benchmarks/device_wheels.py install --wheels .whl    # there, offline: prints what it did (JSON)
 
 ``install`` puts each wheel whose distribution this interpreter does not have (any version) into
-``--target`` (default ``<tmp>/jaxlab-device-site``) with ``pip install --no-index --no-deps``: nothing
-the machine has is reinstalled, upgraded or shadowed, so its jax, flax and optax stay as they are,
-and no resolver runs (gymnax's ``jax<0.12`` is not enforced, as ``jaxlab.registry.NO_DEPS`` says).
+``--target`` (default ``<tmp>/jaxlab-device-site-<interpreter>``) with ``pip install --no-index
+--no-deps``: nothing the machine has is reinstalled, upgraded or shadowed, so its jax, flax and
+optax stay as they are, and no resolver runs (gymnax's ``jax<0.12`` is not enforced, as
+``jaxlab.registry.NO_DEPS`` says).
 The caller puts the target on ``sys.path`` / ``PYTHONPATH`` (``accelerator.py`` does).
 """
 
@@ -114,8 +115,9 @@ def installed_version(name: str) -> str | None:
 
 
 def default_target() -> pathlib.Path:
-  """Where ``install`` puts the wheels unless told: ``<tmp>/jaxlab-device-site``."""
-  return pathlib.Path(tempfile.gettempdir()) / "jaxlab-device-site"
+  """Where ``install`` puts the wheels unless told: ``<tmp>/jaxlab-device-site-<interpreter>``
+  (``cpython-312``: another interpreter's binary wheels would shadow this one's packages)."""
+  return pathlib.Path(tempfile.gettempdir()) / f"jaxlab-device-site-{sys.implementation.cache_tag}"
 
 
 def install(wheel_dir: pathlib.Path, target: pathlib.Path, wheels: list[Wheel]) -> dict[str, Any]:

@@ -60,6 +60,17 @@ def test_cpu_smoke_of_two_parts_writes_one_json_with_the_wheels_record(tmp_path)
   assert parts["moe_vs_dense"]["softmoe_over_dense"] > 0
 
 
+def test_the_watchdog_ends_a_run_past_its_limit_and_leaves_the_json(tmp_path):
+  out = tmp_path / "cut.json"
+  # moe_vs_dense alone compiles two programs for longer than 4 s: the watchdog ends it mid-part
+  run = _run("--cpu-smoke", "--parts=moe_vs_dense,dqn_seeds", "--watchdog_s=4", "--out", str(out))
+  assert run.returncode == 3 and "watchdog" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+  result = json.loads(out.read_text())
+  assert result["status"] == "killed by the watchdog" and 4 <= result["wall_s"] < 30, result
+  assert result["parts"]["moe_vs_dense"]["status"].startswith("killed by the watchdog at 4 s"), result["parts"]
+  assert result["parts"]["dqn_seeds"] == {"status": "skipped: the watchdog ended the run"}
+
+
 @pytest.mark.slow  # every part at toy size, the studies' units as subprocesses: 5 min of CPU (fast: the two-part test)
 def test_cpu_smoke_runs_every_part_into_one_json(tmp_path):
   out = tmp_path / "smoke.json"
