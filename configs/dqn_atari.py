@@ -72,7 +72,8 @@ def _dqn() -> ml_collections.ConfigDict:
   c.name = "dqn_atari"
   c.task = "dqn_atari"
   c.env = ml_collections.ConfigDict({
-      "name": "Pong",                  # any of jaxlab.rl.atari.available_games()
+      "name": "Pong",                  # any of jaxlab.rl.atari.available_games(env.backend)
+      "backend": "envpool",            # or "ale_py": ale-py's vector env, same preprocessing, no frame at reset
       "num_envs": 1,                   # per run; must divide dqn.update_period
       "sticky_action_prob": 0.25,
       "frame_skip": 4,
@@ -80,8 +81,8 @@ def _dqn() -> ml_collections.ConfigDict:
       "time_limit_is_terminal": True,  # Dopamine: that end is a game over (no bootstrap)
       "terminal_on_life_loss": False,  # True: a lost life ends the agent's episode (not the game's return)
       "full_action_space": False,
-      "step_via": "auto",              # "xla" (envpool's FFI in the program, one device), "callback", or auto
-      "num_threads": 0,                # envpool worker threads (0: its choice)
+      "step_via": "auto",              # "xla" (the pool's FFI in the program, one device), "callback", or auto
+      "num_threads": 0,                # the pool's worker threads (0: its choice)
   })
   c.network = ml_collections.ConfigDict({
       "encoder": "nature", "head": "softmoe", "tokenizer": "per_conv", "num_experts": 8,

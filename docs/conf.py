@@ -77,7 +77,8 @@ nitpicky = True
 # name never matches, so a dead reference to our own code still fails the build.
 _FOREIGN = ("collections", "os", "pathlib", "typing",
             "jax", "jaxlib", "numpy", "optax", "flax", "ml_collections", "orbax", "chex", "haiku",
-            "jnp", "ott", "gymnax", "flashbax", "exponax", "grain", "tokenizers", "h5py", "envpool", "PIL", "pyarrow")
+            "jnp", "ott", "gymnax", "flashbax", "exponax", "grain", "tokenizers", "h5py", "envpool", "ale_py", "PIL",
+            "pyarrow")
 nitpick_ignore_regex = [(r"py:.*", rf"({'|'.join(_FOREIGN)})\..*")]
 # Type variables appear in signatures (``Registry(Generic[T])``) but are no API of their own.
 nitpick_ignore = [("py:class", "jaxlab.registry.T"),

@@ -4,8 +4,8 @@ Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL",
 its Atari setting: Dopamine's JAX DQN (``JaxDQNAgent`` with ``labs/moes/configs/dqn.gin``) on the
 Nature CNN, whose penultimate layer is dense or an MoE over the 11x11x64 feature map's tokens.
 The task is the ``dqn_minatar`` task's loop with Atari pieces: each train step is one DQN update;
-its ``collect`` acts epsilon-greedily in ``env.num_envs`` envpool environments
-(:mod:`jaxlab.rl.atari`, stepped from inside the program) for ``dqn.update_period`` agent steps
+its ``collect`` acts epsilon-greedily in ``env.num_envs`` environments of envpool (or ale-py,
+``env.backend``; :mod:`jaxlab.rl.atari`, stepped from inside the program) for ``dqn.update_period`` agent steps
 (all environments together), writes the frames to a frame-stacking replay
 (:mod:`jaxlab.rl.replay_frames`, uint8, 7.07 GB per 1M transitions) and samples a batch; the loss
 is :func:`jaxlab.rl.dqn.td_loss` against the target network in ``TrainState.extra``.
@@ -54,7 +54,7 @@ import ml_collections
 from jaxlab import errors
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
-from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, make_atari, push_frame
+from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, get_backend, make_atari, push_frame
 from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn, priority_update
 from jaxlab.rl.atari_play import eval_seeds, eval_settings, make_play
 from jaxlab.tasks.dqn_config import MAX_FRAMES, c51_support_from_config, check_dqn_settings, q_network_from_config
@@ -89,7 +89,7 @@ class AtariData(NamedTuple):
 def _check_config(config: ml_collections.ConfigDict) -> None:
   """Every env / dqn key the task reads, one clear line each, before anything is built."""
   e, d = config.env, config.dqn
-  check_game(e.name, "env.name")
+  check_game(e.name, "env.name", get_backend(e.get("backend", "envpool"), "env.backend").name)
   errors.check_choice(e.step_via, "env.step_via", STEP_VIA)
   errors.check_bool(e.time_limit_is_terminal, "env.time_limit_is_terminal")
   errors.check_bool(e.get("terminal_on_life_loss", False), "env.terminal_on_life_loss")
@@ -117,8 +117,8 @@ def resolve_step_via(step_via: str, mesh: jax.sharding.Mesh) -> str:
   if step_via == "auto":
     return "xla" if devices == 1 else "callback"
   if step_via == "xla" and devices > 1:
-    raise InputError(f"env.step_via='xla' runs envpool's custom calls in a one-device program, but the mesh "
-                     f"spans {devices} devices; use 'callback' (or 'auto')")
+    raise InputError(f"env.step_via='xla' runs the emulator pool's custom calls in a one-device program, but "
+                     f"the mesh spans {devices} devices; use 'callback' (or 'auto')")
   return step_via
 
 
@@ -262,11 +262,14 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
                      f"dqn.min_replay_history={d.min_replay_history}; raise dqn.replay_capacity")
   # vmapped runs share one pool: run r steps environments r * num_envs...
   seeds = ctx.runs.seeds if ctx.runs is not None else (int(config.seed),)
+  backend = e.get("backend", "envpool")
   env = make_atari(e.name, num_envs=n_envs, seeds=seeds, sticky_action_prob=e.sticky_action_prob,
                    frame_skip=e.frame_skip, max_episode_steps=e.max_episode_steps,
                    full_action_space=e.full_action_space, step_via=step_via, num_threads=e.num_threads,
+                   backend=backend,
                    names={k: f"env.{k}" for k in ("name", "num_envs", "sticky_action_prob", "frame_skip",
-                                                  "max_episode_steps", "full_action_space", "num_threads")}
+                                                  "max_episode_steps", "full_action_space", "num_threads",
+                                                  "backend")}
                    | {"seeds": "seed / runs.seeds"})
   steps_per_update = d.update_period                   # agent steps, all environments together
   pool_steps_per_update = d.update_period // n_envs
@@ -342,7 +345,8 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   if ev.episodes:
     eval_env = make_atari(e.name, num_envs=ev.episodes, seeds=eval_seeds(seeds), sticky_action_prob=e.sticky_action_prob,
                           frame_skip=e.frame_skip, max_episode_steps=e.max_episode_steps,
-                          full_action_space=e.full_action_space, step_via=step_via, num_threads=e.num_threads)
+                          full_action_space=e.full_action_space, step_via=step_via, num_threads=e.num_threads,
+                          backend=backend)
     play = make_play(eval_env, greedy_q, max_steps=ev.max_steps)
     evaluate = lambda state, rng: play(state.params, rng, ev.epsilon)  # noqa: E731
     fns["play"] = jax.jit(play, static_argnames=("max_steps",))
