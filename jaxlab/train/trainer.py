@@ -75,6 +75,18 @@ def _crossed(before: int, after: int, every: int) -> bool:
   return after // every > before // every
 
 
+def _calls(start: int, end: int, k: int, offset: int) -> list[tuple[int, int]]:
+  """``(first step, steps)`` of each call from ``start`` to ``end``: ``k`` steps each (the last may be
+  shorter), and with an ``eval_offset`` starting on the steps where ``step + offset`` is a multiple of
+  ``k`` (a shorter first call), so that calls end on the evaluation points when ``k`` divides
+  ``eval_every``."""
+  starts = list(range(start, end, k))
+  if offset:
+    aligned = start + (-(start + offset)) % k
+    starts = ([start] if aligned > start else []) + list(range(aligned, end, k))
+  return [(s, e - s) for s, e in zip(starts, starts[1:] + [end])]
+
+
 def _host(x: Any) -> Any:
   x = np.asarray(x)
   return x.item() if x.ndim == 0 else x
@@ -377,16 +389,17 @@ class _Programs:
     return self._programs[k]
 
 
-def _batch_maker(setup: TrainSetup, programs: _Programs, end: int) -> Callable[[int], Any]:
+def _batch_maker(setup: TrainSetup, programs: _Programs, calls: list[tuple[int, int]]) -> Callable[[int], Any]:
   """``call_start -> batch`` of a call (host data, assembled from the batch sharding); None for a
   task that collects its data on the device."""
-  config, task, runs, K = setup.config, setup.task, setup.runs, setup.config.steps_per_call
+  config, task, runs = setup.config, setup.task, setup.runs
   seeds = list(runs.seeds) if runs is not None else [config.seed]
+  sizes = dict(calls)
 
   def make_batch(call_start: int) -> Any:
     if task.host_batch is None:
       return None
-    k = min(K, end - call_start)
+    k = sizes[call_start]
     return input_pipeline.assemble(task.host_batch, range(call_start, call_start + k), seeds,
                                    config.batch_size, setup.batch_sharding(k), programs(k).batch_spec,
                                    step_axis=k > 1, run_axis=runs is not None)
@@ -400,9 +413,11 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
   raise_if_pending()  # a Ctrl-C during start-up stops here, before the loop's prefetch thread and bar exist
   config, task, K = setup.config, setup.task, setup.config.steps_per_call
   start = _step_of(state)
-  call_starts = list(range(start, end, K))
+  eval_offset = config.get("eval_offset", 0)
+  calls = _calls(start, end, K, eval_offset)
+  call_starts = [call_start for call_start, _ in calls]
   programs = _Programs(setup)
-  prefetch = input_pipeline.Prefetcher(_batch_maker(setup, programs, end),
+  prefetch = input_pipeline.Prefetcher(_batch_maker(setup, programs, calls),
                                        depth=config.prefetch if task.host_batch else 0)
   evaluate = make_evaluate(task, setup.runs is not None, setup.state_sharding)
   writer = MetricsWriter(workdir, resume_step=start)
@@ -416,8 +431,7 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
     result.last_eval = {k: v for k, v in (writer.last_row(require=eval_keys[0]) or {}).items() if k in eval_keys}
   skipped_at_log, log_step, warned_frozen = _skipped(state), start, False
   with jax.set_mesh(setup.mesh), PreemptionWatcher(ckpt) as watcher:
-    for i, call_start in enumerate(call_starts):
-      k = min(K, end - call_start)
+    for i, (call_start, k) in enumerate(calls):
       step_fn = programs(k)
       batch = prefetch.get(call_start, call_starts[i + 1] if i + 1 < len(call_starts) else None)
       t_call = time.perf_counter()
@@ -439,7 +453,8 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
         result.last_train = row.copy()
         bar.set_postfix(loss=f"{np.mean(metrics['loss']):.4f}", steps_per_s=f"{result.steps_per_sec:.1f}")
         timer.reset(done)
-      if evaluate is not None and (_crossed(call_start, done, config.eval_every) or done == config.num_steps):
+      if evaluate is not None and (_crossed(call_start + eval_offset, done + eval_offset, config.eval_every)
+                                   or done == config.num_steps):
         t = time.perf_counter()
         result.last_eval = jax.tree.map(_host, jax.device_get(evaluate(state)))
         row.update(result.last_eval)

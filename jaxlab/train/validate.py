@@ -22,9 +22,13 @@ def validate_trainer_config(config: Any) -> None:
               "steps_per_call", "grad_accum_steps", "checkpoint_keep"):
     if key in config:
       _int(config, key, 1)
-  for key in ("prefetch", "checkpoint_keep_period"):
+  for key in ("prefetch", "checkpoint_keep_period", "eval_offset"):
     if key in config:
       _int(config, key, 0)
+  if config.get("eval_offset", 0) and config.get("eval_every", 200) % config.get("steps_per_call", 1):
+    raise InputError(f"eval_every={config.get('eval_every', 200)} is not a multiple of steps_per_call="
+                     f"{config.get('steps_per_call', 1)}; with eval_offset={config.eval_offset} the calls end on "
+                     "the evaluation points only if it is")
   if config.get("remat", "none") not in REMAT_POLICIES:
     raise InputError(f"remat must be one of {sorted(REMAT_POLICIES)}, got {config.get('remat')!r}")
   if config.get("compute_dtype", "float32") not in COMPUTE_DTYPES:
