@@ -112,7 +112,7 @@ def cell_config(game: str, head: str, *, agent_steps: int, seeds: int, size: str
   c.steps_per_call = steps_per_call
   iteration = ITERATION_STEPS if size == "real" else max(steps_per_call, num_steps // 3)
   c.log_every = max(steps_per_call, iteration // steps_per_call * steps_per_call)
-  c.eval_every = num_steps  # after the last update (the number Atari 100k reports)
+  c.eval_every, c.eval_offset = num_steps, 0  # after the last update only (the number Atari 100k reports)
   c.checkpoint_every = max(steps_per_call, min(num_steps, 25_000) // steps_per_call * steps_per_call)
   c.dqn.replay_capacity = agent_steps + 8  # every transition stays (DER.gin:53: 1M, "a proxy for unbounded")
   c.runs.seeds = seeds

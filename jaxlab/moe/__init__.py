@@ -7,7 +7,7 @@ thing: the Soft MoE is ``soft_moe`` (pure function) and ``SoftMoE`` (flax module
 module is private (``_soft_moe``); ``"softmoe"`` is only a config value (``network.head``, ``model.mlp``).
 """
 
-from jaxlab.moe.experts import apply_experts, init_experts
+from jaxlab.moe.experts import apply_experts, init_experts, init_noisy_experts, noisy_expert_weights
 from jaxlab.moe.modules import SoftMoE, Top1MoE
 from jaxlab.moe._soft_moe import (init_router, init_soft_moe, num_slots, soft_moe,
                                   soft_moe_einsum, soft_moe_stats)
@@ -19,6 +19,6 @@ EXPERT_PARALLEL_RULES = ((r"experts/", ("expert",)),)
 
 __all__ = [
     "EXPERT_PARALLEL_RULES", "SoftMoE", "Top1MoE", "apply_experts", "capacity", "init_experts",
-    "init_router", "init_soft_moe", "init_top1_moe", "num_slots", "soft_moe", "soft_moe_einsum",
-    "soft_moe_stats", "top1_moe",
+    "init_noisy_experts", "init_router", "init_soft_moe", "init_top1_moe", "noisy_expert_weights", "num_slots",
+    "soft_moe", "soft_moe_einsum", "soft_moe_stats", "top1_moe",
 ]
