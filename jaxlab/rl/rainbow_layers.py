@@ -29,6 +29,39 @@ def scaled_noise(x: jax.Array) -> jax.Array:
   return jnp.sign(x) * jnp.sqrt(jnp.abs(x))
 
 
+def init_noisy_mu(key: jax.Array, shape: tuple[int, ...], in_features: int) -> jax.Array:
+  """A noisy layer's mean weights or biases: U[-1/sqrt(p), 1/sqrt(p)] for ``p`` = ``in_features`` (Sec. 3.2)."""
+  bound = 1.0 / jnp.sqrt(in_features)
+  return jax.random.uniform(key, shape, jnp.float32, -bound, bound)
+
+
+def init_noisy_sigma(key: jax.Array, shape: tuple[int, ...], in_features: int) -> jax.Array:
+  """A noisy layer's noise scales: ``SIGMA_0 / sqrt(p)`` everywhere (Sec. 3.2, Dopamine's SIGMA_0)."""
+  del key
+  return jnp.full(shape, SIGMA_0 / jnp.sqrt(in_features), jnp.float32)
+
+
+def noisy_dense(params: dict[str, jax.Array], x: jax.Array, key: jax.Array | None) -> jax.Array:
+  r"""Fortunato et al.'s factorised noisy linear layer (Eqs. 8-11) on ``x`` [..., p] -> [..., q].
+
+  Args:
+    params: ``kernel_mu``, ``kernel_sigma`` [p, q], ``bias_mu``, ``bias_sigma`` [q] (:class:`NoisyDense`'s).
+    x: inputs [..., p].
+    key: draws :math:`\epsilon_p, \epsilon_q` (one sample for the whole batch); None: the means only.
+
+  Returns:
+    [..., q].
+  """
+  w_mu, b_mu = params["kernel_mu"], params["bias_mu"]
+  if key is None:
+    return x @ w_mu + b_mu
+  p, q = w_mu.shape
+  k_p, k_q = jax.random.split(key)
+  f_p = scaled_noise(jax.random.normal(k_p, (p, 1)))
+  f_q = scaled_noise(jax.random.normal(k_q, (1, q)))
+  return x @ (w_mu + params["kernel_sigma"] * (f_p * f_q)) + (b_mu + params["bias_sigma"] * f_q[0])
+
+
 class NoisyDense(nn.Module):
   r"""A linear layer with factorised Gaussian noise (Fortunato et al. 2018, Eqs. 8-11).
 
@@ -53,19 +86,11 @@ class NoisyDense(nn.Module):
     check_int(self.features, "NoisyDense.features")
     check_bool(self.deterministic, "NoisyDense.deterministic")
     p = x.shape[-1]
-    bound = 1.0 / jnp.sqrt(p)
-    mu_init = lambda key, shape: jax.random.uniform(key, shape, jnp.float32, -bound, bound)
-    sigma_init = lambda key, shape: jnp.full(shape, SIGMA_0 / jnp.sqrt(p), jnp.float32)
-    w_mu = self.param("kernel_mu", mu_init, (p, self.features))
-    w_sigma = self.param("kernel_sigma", sigma_init, (p, self.features))
-    b_mu = self.param("bias_mu", mu_init, (self.features,))
-    b_sigma = self.param("bias_sigma", sigma_init, (self.features,))
-    if self.deterministic:
-      return x @ w_mu + b_mu
-    k_p, k_q = jax.random.split(self.make_rng("noise"))
-    f_p = scaled_noise(jax.random.normal(k_p, (p, 1)))
-    f_q = scaled_noise(jax.random.normal(k_q, (1, self.features)))
-    return x @ (w_mu + w_sigma * (f_p * f_q)) + (b_mu + b_sigma * f_q[0])
+    params = {"kernel_mu": self.param("kernel_mu", init_noisy_mu, (p, self.features), p),
+              "kernel_sigma": self.param("kernel_sigma", init_noisy_sigma, (p, self.features), p),
+              "bias_mu": self.param("bias_mu", init_noisy_mu, (self.features,), p),
+              "bias_sigma": self.param("bias_sigma", init_noisy_sigma, (self.features,), p)}
+    return noisy_dense(params, x, None if self.deterministic else self.make_rng("noise"))
 
 
 def dueling_logits(value: jax.Array, advantages: jax.Array) -> jax.Array:
