@@ -202,7 +202,7 @@ class TwoTower(LinenLayout):
     """``{"image_emb", "text_emb", "logit_scale", "logit_bias"}`` for paired images [B, ...] and texts [B, L].
 
     Args:
-      images: [B, *image_shape].
+      images: ``[B, *image_shape]``.
       texts: token ids [B, L] or text embeddings [B, text_embedding_dim].
 
     Returns:

@@ -116,7 +116,7 @@ def check_fno_input(model: Any, x: Array) -> None:
 
 
 class FNO2d(nn.Module):
-  """FNO-2D: (B, X, Y, T_in, C_in) -> (B, X, Y, T_out, C_out) (:func:`fno2d` on this module's parameters)."""
+  """FNO-2D: (B, X, Y, T_in, C_in) -> (B, X, Y, T_out, C_out) (``fno2d`` on this module's parameters)."""
   modes: int = 12
   width: int = 20
   in_channels: int = 1

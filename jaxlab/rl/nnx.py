@@ -629,7 +629,7 @@ class QNetwork(LinenLayout):
     """Q-values [b, num_actions] (C51: logits [b, num_actions, num_atoms]) and stats, as :class:`jaxlab.rl.QNetwork`.
 
     Args:
-      obs: observations [b, *obs_shape].
+      obs: observations ``[b, *obs_shape]``.
       deterministic: overrides ``config.deterministic`` for the noisy layers (their means).
       rngs: ``nnx.Rngs`` whose ``noise`` stream draws this call's noise; None: the layers' own streams.
 
