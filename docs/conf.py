@@ -89,7 +89,7 @@ nitpick_ignore = [("py:class", "jaxlab.registry.T"),
 # ------------------------------------------------------------------ public API check (_ext/public_api.py)
 public_api_packages = ["jaxlab"]
 public_api_modules = [
-    "jaxlab", "jaxlab.load", "jaxlab.config_files", "jaxlab.distributed", "jaxlab.errors", "jaxlab.registry", "jaxlab.report",
+    "jaxlab", "jaxlab.nnx_params", "jaxlab.moe.nnx", "jaxlab.pde.nnx", "jaxlab.rl.nnx", "jaxlab.ot_clip.nnx", "jaxlab.load", "jaxlab.config_files", "jaxlab.distributed", "jaxlab.errors", "jaxlab.registry", "jaxlab.report",
     "jaxlab.contract", "jaxlab.experiment", "jaxlab.train", "jaxlab.train.workdir", "jaxlab.tasks", "jaxlab.models", "jaxlab.losses", "jaxlab.optim", "jaxlab.moe",
     "jaxlab.ot_clip", "jaxlab.ot_clip.similarity", "jaxlab.pde", "jaxlab.pde.data", "jaxlab.pde.data.files", "jaxlab.pde.data.resample", "jaxlab.rl",
     "jaxlab.data", "jaxlab.data.digits", "jaxlab.data.batching",

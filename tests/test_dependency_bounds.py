@@ -22,7 +22,8 @@ SETUP_CFG = pathlib.Path(__file__).resolve().parents[1] / "setup.cfg"
 # the others name the API the bound is for.
 BOUNDS = {
     "jax": ("0.7.1", "jax.set_mesh (trainer), jax.sharding.AxisType / reshard, jax.typeof (mesh and OT-CLIP sharding)"),
-    "flax": ("0.10.0", "flax.linen nn.scan / nn.remat over DPOT blocks on jax >= 0.7"),
+    "flax": ("0.12.1", "flax.nnx (the jaxlab.<package>.nnx modules): nnx.Dict (0.12.0), Variable.get_value (0.12.1); "
+                       "flax.linen nn.scan / nn.remat over DPOT blocks on jax >= 0.7"),
     "optax": ("0.2.6", "optax.contrib.momo / momo_adam, the optax.tree namespace (tree.norm, tree.zeros_like)"),
     "chex": ("0.1.87", "chex.dataclass / assertions used by the optimizers and tests on jax >= 0.7"),
     "orbax-checkpoint": ("0.11.0", "ocp.CheckpointManager with ocp.args.Composite / StandardSave / JsonSave"),

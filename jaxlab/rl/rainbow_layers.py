@@ -46,15 +46,41 @@ def factorised_noise(key: jax.Array, p: int, q: int) -> tuple[jax.Array, jax.Arr
   return scaled_noise(jax.random.normal(k_p, (p, 1))), scaled_noise(jax.random.normal(k_q, (1, q)))
 
 
-def noisy_uniform_init(fan_in: int):
-  r"""Fortunato et al.'s (Sec. 3.2) and Dopamine's mean initialiser: :math:`U[-1/\sqrt{p}, 1/\sqrt{p}]`."""
-  bound = 1.0 / jnp.sqrt(fan_in)
-  return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
+def init_noisy_mu(key: jax.Array, shape: tuple[int, ...], in_features: int) -> jax.Array:
+  """A noisy layer's mean weights or biases: U[-1/sqrt(p), 1/sqrt(p)] for ``p`` = ``in_features``
+  (Fortunato et al. 2018, Sec. 3.2; Dopamine's initialiser)."""
+  bound = 1.0 / jnp.sqrt(in_features)
+  return jax.random.uniform(key, shape, jnp.float32, -bound, bound)
 
 
-def noisy_sigma_init(fan_in: int):
-  r"""Dopamine's noise-scale initialiser: :math:`\sigma = \sigma_0 / \sqrt{p}` with ``SIGMA_0`` = 0.1."""
-  return lambda key, shape, dtype=jnp.float32: jnp.full(shape, SIGMA_0 / jnp.sqrt(fan_in), dtype)
+def init_noisy_sigma(key: jax.Array, shape: tuple[int, ...], in_features: int) -> jax.Array:
+  """A noisy layer's noise scales: ``SIGMA_0 / sqrt(p)`` everywhere (Sec. 3.2, Dopamine's SIGMA_0)."""
+  del key
+  return jnp.full(shape, SIGMA_0 / jnp.sqrt(in_features), jnp.float32)
+
+
+def noisy_dense(params: dict[str, jax.Array], x: jax.Array, key: jax.Array | None,
+                factorised: bool = False) -> jax.Array:
+  r"""Fortunato et al.'s factorised noisy linear layer (Eqs. 8-11) on ``x`` [..., p] -> [..., q].
+
+  Args:
+    params: ``kernel_mu``, ``kernel_sigma`` [p, q], ``bias_mu``, ``bias_sigma`` [q] (:class:`NoisyDense`'s).
+    x: inputs [..., p].
+    key: draws :math:`\epsilon_p, \epsilon_q` (one sample for the whole batch); None: the means only.
+    factorised: apply the noise as ``((x * f_p) @ sigma + b_sigma) * f_q`` instead of forming the noisy
+      [p, q] kernel (the same function, in another order of float32 operations).
+
+  Returns:
+    [..., q].
+  """
+  w_mu, b_mu = params["kernel_mu"], params["bias_mu"]
+  if key is None:
+    return x @ w_mu + b_mu
+  p, q = w_mu.shape
+  f_p, f_q = factorised_noise(key, p, q)
+  if factorised:
+    return x @ w_mu + ((x * f_p[:, 0]) @ params["kernel_sigma"] + params["bias_sigma"]) * f_q[0] + b_mu
+  return x @ (w_mu + params["kernel_sigma"] * (f_p * f_q)) + (b_mu + params["bias_sigma"] * f_q[0])
 
 
 class NoisyDense(nn.Module):
@@ -87,16 +113,11 @@ class NoisyDense(nn.Module):
     check_bool(self.deterministic, "NoisyDense.deterministic")
     check_bool(self.factorised, "NoisyDense.factorised")
     p = x.shape[-1]
-    w_mu = self.param("kernel_mu", noisy_uniform_init(p), (p, self.features))
-    w_sigma = self.param("kernel_sigma", noisy_sigma_init(p), (p, self.features))
-    b_mu = self.param("bias_mu", noisy_uniform_init(p), (self.features,))
-    b_sigma = self.param("bias_sigma", noisy_sigma_init(p), (self.features,))
-    if self.deterministic:
-      return x @ w_mu + b_mu
-    f_p, f_q = factorised_noise(self.make_rng("noise"), p, self.features)
-    if self.factorised:
-      return x @ w_mu + ((x * f_p[:, 0]) @ w_sigma + b_sigma) * f_q[0] + b_mu
-    return x @ (w_mu + w_sigma * (f_p * f_q)) + (b_mu + b_sigma * f_q[0])
+    params = {"kernel_mu": self.param("kernel_mu", init_noisy_mu, (p, self.features), p),
+              "kernel_sigma": self.param("kernel_sigma", init_noisy_sigma, (p, self.features), p),
+              "bias_mu": self.param("bias_mu", init_noisy_mu, (self.features,), p),
+              "bias_sigma": self.param("bias_sigma", init_noisy_sigma, (self.features,), p)}
+    return noisy_dense(params, x, None if self.deterministic else self.make_rng("noise"), self.factorised)
 
 
 def dueling_logits(value: jax.Array, advantages: jax.Array) -> jax.Array:
