@@ -50,11 +50,12 @@ its smoke test (3 cells, tiny widths, ~1k frames)::
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:tokenize_small \
       --config.out_dir=/tmp/rlx_tok --config.workdir=/tmp/rlx_tok_runs
 
-``router`` is the design re-run with the router option that made the Soft MoE's router learn in
-``benchmarks/rl_router_diagnosis.py`` (``ROUTER_FIX``, one of ``configs/rl_router_diagnosis.py``'s
-variants) beside the paper's recipe: Breakout and SpaceInvaders; dense x1 / x4 / x8, Soft MoE 1 / 2 /
-4 / 8 experts on the paper's recipe and with the fix; 3 vmapped seeds; ``ROUTER_FRAMES`` frames per
-run (epsilon decay and warm-up scaled as above). The result files carry the date of the run
+``router`` is the design re-run with the router option that moved the Soft MoE's router (and its
+return) most in ``benchmarks/rl_router_diagnosis.py`` (``ROUTER_FIX``, one of
+``configs/rl_router_diagnosis.py``'s variants; none reached the entropy target at 60k frames, see
+docs/methods/soft_moe_rl.md) beside the paper's recipe: Breakout and SpaceInvaders; dense x1 / x4 /
+x8, Soft MoE 1 / 2 / 4 / 8 experts on the paper's recipe and with the fix; 3 vmapped seeds;
+``ROUTER_FRAMES`` frames per run (epsilon decay and warm-up scaled as above). The result files carry the date of the run
 (``--config.prefix``); ``router_smoke`` is its code path at toy size::
 
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:router --measure
@@ -82,7 +83,8 @@ def scaled_dqn(frames: int) -> dict:
 
 ARGS = (None, "", "small", "two_games", "full", "full_smoke", "tokenize", "tokenize_small", "router", "router_smoke")
 TWO_GAMES_FRAMES = 60_000  # both games within the ~90-minute CPU budget of a study
-#: The router option of the ``router`` design: a variant of configs/rl_router_diagnosis.py (the one whose router learned).
+#: The router option of the ``router`` design: a variant of configs/rl_router_diagnosis.py (the one that moved the
+#: routing entropy and the return most: normalize; benchmarks/results/rl/router_diagnosis.json).
 ROUTER_FIX = "normalize"
 ROUTER_FRAMES = 200_000  # per run: the smallest budget the issue asks for; ~3x the 60k-frame study
 
