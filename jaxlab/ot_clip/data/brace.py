@@ -14,7 +14,7 @@ The expansion is bash's, as the ``braceexpand`` package (which webdataset uses) 
 
 Unlike ``braceexpand`` a backslash is an ordinary character (no escaping), and unbalanced braces
 are an ``InputError`` naming the config key. The names are counted before any is made: a value
-standing for more than :data:`MAX_NAMES` (a range one digit too wide) is an ``InputError`` with
+standing for more than ``MAX_NAMES`` (a range one digit too wide) is an ``InputError`` with
 the count, not a ``MemoryError``.
 """
 
@@ -66,7 +66,7 @@ def expand_braces(pattern: str) -> list[str]:
     The expanded names; a pattern without braces is itself.
 
   Raises:
-    InputError: unbalanced braces, or more than :data:`MAX_NAMES` names (counted before any is made).
+    InputError: unbalanced braces, or more than ``MAX_NAMES`` names (counted before any is made).
 
   >>> expand_braces("s/{008..011}.tar")
   ['s/008.tar', 's/009.tar', 's/010.tar', 's/011.tar']
@@ -96,7 +96,7 @@ def expand_shard_patterns(spec: str, key: str) -> list[str]:
 
   Raises:
     InputError: an empty pattern (an empty ``spec``, or one with an empty part between ``::``),
-      unbalanced braces, or more than :data:`MAX_NAMES` names in all (counted before any is made),
+      unbalanced braces, or more than ``MAX_NAMES`` names in all (counted before any is made),
       naming ``key``.
   """
   if not isinstance(spec, str) or not spec.strip():
