@@ -101,7 +101,12 @@ class GymnaxEnv:
   @property
   def time_limit(self) -> int | None:
     """The step at which episodes are truncated (``params.max_steps_in_episode``, bootstrapped), else None:
-    MinAtar without ``max_episode_steps`` (and Freeway's 2500, a terminal state) has none."""
+    MinAtar without ``max_episode_steps`` (and Freeway's 2500, a terminal state) has none.
+
+    >>> from jaxlab.rl.envs import make_env
+    >>> make_env("CartPole-v1").time_limit, make_env("breakout").time_limit, make_env("freeway").time_limit
+    (500, None, None)
+    """
     limit = getattr(self.gymnax_params, "max_steps_in_episode", None)
     if limit is None or int(limit) >= _NO_LIMIT or (self.terminal_limit is not None and limit >= self.terminal_limit):
       return None

@@ -96,6 +96,18 @@ def check_c51_settings(network: ml_collections.ConfigDict, d: ml_collections.Con
 
   Raises:
     InputError: one line naming the key.
+
+  Examples:
+    >>> import ml_collections
+    >>> from jaxlab.errors import InputError
+    >>> from jaxlab.tasks.dqn_config import check_c51_settings
+    >>> network = ml_collections.ConfigDict({"num_atoms": 51})
+    >>> check_c51_settings(network, ml_collections.ConfigDict({"loss": "mse", "vmax": 10.0}), clip_rewards=True)
+    >>> try:
+    ...   check_c51_settings(network, ml_collections.ConfigDict({"loss": "huber", "vmax": 10.0}), clip_rewards=True)
+    ... except InputError as e:
+    ...   print(str(e)[:50])
+    dqn.loss='huber' has no effect under C51 (network.
   """
   num_atoms = network.get("num_atoms", 1)
   if not (errors.is_int(num_atoms) and num_atoms > 1):
