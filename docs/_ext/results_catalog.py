@@ -182,9 +182,9 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         _RL),
     "rl/router_diagnosis.json": (
         "Why the Soft-MoE router does not learn on MinAtar: routing entropies, combine spread, router gradient vs "
-        "Adam's eps, Q spread and returns per router option (softmoe, normalize, adam_eps; the other variants cut "
-        "for time), Breakout and SpaceInvaders, 3 seeds, 60k frames.",
-        "python benchmarks/rl_router_diagnosis.py --cells=softmoe,normalize,adam_eps",
+        "Adam's eps, Q spread and returns per router option (softmoe, normalize, adam_eps; position_embedding on "
+        "Breakout; the rest cut for time), Breakout and SpaceInvaders, 3 seeds, 60k frames.",
+        "python benchmarks/rl_router_diagnosis.py --cells=softmoe,normalize,adam_eps,breakout/position_embedding",
         _RL),
     "rl/router_diagnosis_cost.json": (
         "CPU seconds per 1k frames of each router-study variant (3 vmapped seeds), with and without the diagnostics.",
