@@ -11,7 +11,7 @@ import pytest
 
 from jaxlab.moe import SoftMoE, Top1MoE, haiku_modules, soft_moe, top1_moe
 from jaxlab.sharding import path_name
-from tests.moe.conftest import soft_moe_tol, top1_moe_tol
+from tests.support.moe import soft_moe_tol, top1_moe_tol
 from tests.tolerances import assert_close_to_scale
 
 # A thin wrapper traces the same operations; its program may still be fused differently, so the

@@ -20,7 +20,7 @@ from jaxlab.train.data_fingerprint import FINGERPRINT_FILE
 from jaxlab.train.task import make_task
 from jaxlab.train.trainer import train
 from jaxlab.train.workdir_files import write_workdir_files
-from tests.ot_clip.data.conftest import embedding_arrays, write_image_folder
+from tests.support.clip_data import embedding_arrays, write_image_folder
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ZERO_SHOT = ("zero_shot_accuracy", "ot_zero_shot_accuracy", "aurc_plan", "selective_risk_plan",

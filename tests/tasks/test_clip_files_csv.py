@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests.ot_clip.data.conftest import write_open_clip_csv
+from tests.support.clip_data import write_open_clip_csv
 from tests.guide_blocks import guide_block
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -32,10 +32,9 @@ from jaxlab.config_files import load_config
 from jaxlab.train.mesh import make_mesh
 from jaxlab.train.task import TASKS
 from jaxlab.train.trainer import train
-from tests.ot_clip.data.conftest import write_image_folder
+from tests.support.clip_data import write_image_folder
 from tests.tolerances import steps_tol
-from tests.export_helpers import BARRIER
-from tests.train.test_step_export import export_train_step
+from tests.export_helpers import BARRIER, export_train_step
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                        "configs", "examples", "robust_regression.py")

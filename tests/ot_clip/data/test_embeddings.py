@@ -7,7 +7,7 @@ import pytest
 
 from jaxlab.ot_clip.data.embeddings import read_embeddings
 from jaxlab.ot_clip.data.pairs import load_pairs
-from tests.ot_clip.data.conftest import data_config, embedding_arrays
+from tests.support.clip_data import data_config, embedding_arrays
 from tests.tolerances import dot_atol
 
 

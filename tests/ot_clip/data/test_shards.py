@@ -13,7 +13,7 @@ from jaxlab.ot_clip.data.shards import load_shard_pairs
 from jaxlab.train.data_fingerprint import FINGERPRINT_FILE
 from jaxlab.train.task import make_task
 from jaxlab.train.workdir_files import write_workdir_files
-from tests.ot_clip.data.conftest import data_config
+from tests.support.clip_data import data_config
 from tests.ot_clip.data.shard_files import sample_image, write_shards
 
 PATTERN = "shards/{00000..00003}.tar"
