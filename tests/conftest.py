@@ -32,10 +32,19 @@ add_cpu_collective_timeouts()
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
+from tests.support.cli import Cli  # noqa: E402
+
 
 @pytest.fixture
 def rng() -> jax.Array:
   return jax.random.key(0)
+
+
+@pytest.fixture(scope="session")
+def cli():
+  """Runs jaxlab's commands as a user runs them (``tests/support/cli.py``): every test that starts
+  ``python -m jaxlab.main``, a guide's shell block or a worker script uses it."""
+  return Cli()
 
 
 if os.environ.get("JAXLAB_TOLERANCE_LOG"):  # the tolerance audit (tests/tolerance_log.py)

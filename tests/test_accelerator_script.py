@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
@@ -15,19 +13,16 @@ SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "accele
 PARTS = ("tests", "dpot_ti", "moe_vs_dense", "dqn_seeds")
 
 
-def _run(*args, env=None):
-  env = dict(os.environ if env is None else env)
-  env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPT.parent.parent), env.get("PYTHONPATH", "")]))
-  return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env,
-                        cwd=SCRIPT.parent.parent, timeout=600)
+def _script(cli, *args, env=None):
+  return cli.run([sys.executable, str(SCRIPT), *args], env=env, timeout=600)
 
 
-def test_without_a_gpu_it_says_so_in_one_line_and_runs_nothing(tmp_path):
+def test_without_a_gpu_it_says_so_in_one_line_and_runs_nothing(cli, tmp_path):
   import jax  # pylint: disable=import-outside-toplevel
   assert jax.default_backend() == "cpu"  # the suite's machine: no GPU (JAX_PLATFORMS=cpu in conftest)
   out = tmp_path / "never.json"
-  env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}  # the script pins cuda itself
-  run = _run("--out", str(out), env=env)
+  # the script pins cuda itself
+  run = _script(cli, "--out", str(out), env={"JAX_PLATFORMS": None})
   assert run.returncode == 2, run.stdout + run.stderr
   lines = [line for line in run.stdout.splitlines() if line.strip()]
   assert len(lines) == 1 and "no GPU" in lines[0] and "nothing was run" in lines[0], run.stdout
@@ -36,9 +31,9 @@ def test_without_a_gpu_it_says_so_in_one_line_and_runs_nothing(tmp_path):
 
 
 @pytest.mark.slow  # every part of the GPU script at toy size on CPU: ~30 s, a benchmark's run (make test-slow)
-def test_cpu_smoke_runs_every_part_into_one_json(tmp_path):
+def test_cpu_smoke_runs_every_part_into_one_json(cli, tmp_path):
   out = tmp_path / "smoke.json"
-  run = _run("--cpu-smoke", "--out", str(out))
+  run = _script(cli, "--cpu-smoke", "--out", str(out))
   assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
   result = json.loads(out.read_text())
   assert result["cpu_smoke"] is True and result["platform"] == "cpu"
@@ -54,9 +49,9 @@ def test_cpu_smoke_runs_every_part_into_one_json(tmp_path):
 
 
 @pytest.mark.slow  # the two RL studies' code paths at toy size on CPU, one subprocess per cell: minutes
-def test_cpu_smoke_of_the_rl_studies_part_records_what_ran(tmp_path):
+def test_cpu_smoke_of_the_rl_studies_part_records_what_ran(cli, tmp_path):
   out = tmp_path / "rl.json"
-  run = _run("--cpu-smoke", "--parts=rl_studies", "--out", str(out))
+  run = _script(cli, "--cpu-smoke", "--parts=rl_studies", "--out", str(out))
   assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
   part = json.loads(out.read_text())["parts"]["rl_studies"]
   assert part["status"] == "ok", part
@@ -90,9 +85,9 @@ def test_peak_table_matches_device_kinds():
   assert accelerator.default_f32_peak(accelerator.peak_tflops("TPU v4"), "tpu") == 275.0
 
 
-def test_bad_arguments_are_one_line_each():
+def test_bad_arguments_are_one_line_each(cli):
   for args, words in ((("--parts=tests,gpu",), "--parts='tests,gpu': unknown ['gpu']"),
                       (("--seeds=1,eight",), "--seeds='1,eight': must be comma-separated integers >= 1")):
-    run = _run(*args)
+    run = _script(cli, *args)
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"benchmarks/accelerator.py: {words}"), run.stderr

@@ -2,9 +2,6 @@
 terminal on life loss with a real envpool game, and tiny training runs of the Rainbow presets."""
 
 import json
-import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -18,8 +15,6 @@ from jaxlab.rl.replay_frames import make_frame_replay
 from jaxlab.tasks.dqn_atari import empty_data, make_env_step
 from jaxlab.train.task import make_task
 from jaxlab.train.trainer import train
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Every value each preset sets, as Dopamine's configs have it (docs/methods/soft_moe_rl.md, the
 # protocol tables, cite file:line). Counts are agent steps. num_steps = updates.
@@ -123,12 +118,10 @@ def test_a_lost_life_ends_the_agents_episode_but_not_the_game():
   assert np.all(ok)
 
 
-def test_der_tiny_cli_run_trains(tmp_path):
+def test_der_tiny_cli_run_trains(cli, tmp_path):
   """The documented command in a fresh one-device process (envpool's XLA route): ~36 s of CPU on this
   2-core machine, nearly all compiling C51 + the noisy dueling head + 10-step sampling."""
-  env = dict(os.environ, XLA_FLAGS="")
-  p = subprocess.run([sys.executable, "-m", "jaxlab.main", "--config=configs/dqn_atari.py:der,tiny",
-                      f"--workdir={tmp_path}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  p = cli.main("--config=configs/dqn_atari.py:der,tiny", f"--workdir={tmp_path}", timeout=600)
   assert p.returncode == 0, p.stderr[-3000:]
   rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
   last = rows[-1]
