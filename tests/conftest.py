@@ -5,7 +5,12 @@ import os
 # Must happen before jax initialises its backends.
 _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in _flags:
-  os.environ["XLA_FLAGS"] = (_flags + " --xla_force_host_platform_device_count=8").strip()
+  _flags += " --xla_force_host_platform_device_count=8"
+# Compiled for compile time, not run time (the flags and why: tests/support/xla.py); a value the
+# user set is kept. The CLI, worker and notebook processes the tests start inherit them.
+from tests.support.xla import with_speed_flags  # noqa: E402
+
+os.environ["XLA_FLAGS"] = with_speed_flags(_flags)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 # One persistent compilation cache for the test processes of a run (the xdist workers inherit it

@@ -1,13 +1,19 @@
-"""The suite's own rules: no Python file under tests/ imports a test module (``test_*.py``) or a
-``conftest.py``; what tests share lives in tests/support/ (or a helper module beside them) or in a
-conftest fixture. A test module imported by another one runs its module-level code twice, and pytest
-collects what it imports; a conftest imported as a library is loaded a second time under another name.
+"""The suite's own rules.
+
+* No Python file under tests/ imports a test module (``test_*.py``) or a ``conftest.py``; what tests
+  share lives in tests/support/ (or a helper module beside them) or in a conftest fixture. A test
+  module imported by another one runs its module-level code twice; a conftest imported as a library is
+  loaded a second time under another name.
+* A test that compiles a program "as users get it" (``tests.support.xla.AS_USERS_COMPILE``) gets what
+  XLA compiles without the suite's compile-time flags.
 """
 
 from __future__ import annotations
 
 import ast
 import pathlib
+import re
+import sys
 
 TESTS = pathlib.Path(__file__).resolve().parent
 
@@ -60,3 +66,25 @@ def test_the_check_finds_each_form_of_import():
   for source in ("from tests.support.replay_frames import fill", "from tests.tolerances import ops_rtol",
                  "from .fixtures import load", "import pytest"):
     assert not imported_test_modules(source, "tests.pde.test_dpot"), source
+
+
+# A program whose fusions the suite's flags change (XLA:CPU's two fusion code generators fuse a softmax differently);
+# the optimisation level changes no HLO (its pin is XLA's documented default, 3).
+SOFTMAX = "import jax\nlowered = jax.jit(lambda x: jax.nn.softmax(x, -1)).lower(jax.numpy.ones((64, 32)))\n"
+
+
+def _instructions(hlo_text: str) -> list[str]:
+  """A compiled HLO module's computations, without source metadata (file names, lines and stack frames)."""
+  return [re.sub(r", metadata=\{[^}]*\}", "", line) for line in hlo_text.splitlines()
+          if line.startswith(("%", " ", "ENTRY", "}"))]
+
+
+def test_as_users_compile_gives_the_program_xla_compiles_without_the_suites_flags(cli):
+  from tests.support.xla import AS_USERS_COMPILE  # pylint: disable=import-outside-toplevel
+  namespace: dict = {}
+  exec(SOFTMAX, namespace)  # pylint: disable=exec-used
+  pinned = _instructions(namespace["lowered"].compile(AS_USERS_COMPILE).as_text())
+  assert _instructions(namespace["lowered"].compile().as_text()) != pinned  # the suite's flags change this program
+  plain = cli.run([sys.executable, "-c", SOFTMAX + "print(lowered.compile().as_text())"], env={"XLA_FLAGS": None})
+  assert plain.returncode == 0, plain.stderr[-2000:]
+  assert pinned and _instructions(plain.stdout) == pinned

@@ -13,10 +13,12 @@ from jaxlab.tasks import dqn_minatar as task_module
 from jaxlab.train import make_train_step
 from jaxlab.train.state import make_init_fn
 from jaxlab.train.task import make_task
+from tests.support.xla import AS_USERS_COMPILE
 
 
 def _program(monkeypatch, apart: bool, seeds: int = 1):
-  """(compiled HLO text, state after 2 donated calls of 2 updates) of the tiny agent, 4 envs x 1 step."""
+  """(compiled HLO text, as XLA compiles it for a user; state after 2 donated calls of 2 updates) of the tiny
+  agent, 4 envs x 1 step."""
   if not apart:  # the plain sample, as before the conditional
     monkeypatch.setattr(task_module, "_sample_apart",
                         lambda replay, state, rng, gamma: replay.sample_transitions(state, rng, gamma))
@@ -29,7 +31,7 @@ def _program(monkeypatch, apart: bool, seeds: int = 1):
   state = jax.jit(jax.vmap(init) if seeds > 1 else init)(keys if seeds > 1 else keys[0])
   step = make_train_step(task.loss_fn, opt, collect=task.collect, update_extra=task.update_extra, steps_per_call=2,
                          vmap_runs=seeds > 1)
-  hlo = step.jitted.lower(state, None).compile().as_text()
+  hlo = step.jitted.lower(state, None).compile(AS_USERS_COMPILE).as_text()
   for _ in range(2):
     state, _ = step(state)
   monkeypatch.undo()

@@ -73,9 +73,8 @@ def _matmuls(jaxpr):
 
 
 def _compile(fn, *args):
-  """``jax.jit(fn)`` compiled for ``args`` at XLA:CPU's lowest backend optimisation: these tiny programs
-  run a few times, so LLVM's optimisation would cost more than it saves (same HLO, same arithmetic)."""
-  return jax.jit(fn).trace(*args).lower().compile({"xla_backend_optimization_level": 0})
+  """``jax.jit(fn)`` compiled for ``args`` (with the suite's compile-time settings, tests/support/xla.py)."""
+  return jax.jit(fn).trace(*args).lower().compile()
 
 
 def _losses(name, cache):
