@@ -68,8 +68,7 @@ def test_the_check_finds_each_form_of_import():
     assert not imported_test_modules(source, "tests.pde.test_dpot"), source
 
 
-# A program whose fusions the suite's flags change (XLA:CPU's two fusion code generators fuse a softmax differently);
-# the optimisation level changes no HLO (its pin is XLA's documented default, 3).
+# A program whose fusions the suite's flags change (XLA:CPU's two fusion code generators fuse a softmax differently).
 SOFTMAX = "import jax\nlowered = jax.jit(lambda x: jax.nn.softmax(x, -1)).lower(jax.numpy.ones((64, 32)))\n"
 
 
