@@ -16,8 +16,7 @@ from typing import Any, Callable
 import jax
 
 from jaxlab.train.checkpoint import abstract_like
-from jaxlab.train.runs import runs_from_config
-from jaxlab.train.trainer import make_train_setup
+from jaxlab.experiment import make_train_setup, runs_from_config
 
 ACCELERATORS = ("cuda", "tpu")
 BARRIER = "stablehlo.optimization_barrier"  # only the Soft MoE's CPU kernel (jaxlab/moe/_soft_moe_kernel.py) writes one

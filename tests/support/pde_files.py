@@ -5,7 +5,8 @@ refuse (``tests/pde/data/files/test_fingerprint.py``, ``test_bad_input_files.py`
 import numpy as np
 
 from jaxlab.config_files import load_config
-from jaxlab.train.task import make_task
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
 from tests.pde.data.files import layouts
 
@@ -36,8 +37,8 @@ def config_of(master: str):
 def start_then_resume(config, workdir):
   """Writes the run's workdir files as a new run; returns a call that checks them as its resume would."""
   workdir.mkdir(exist_ok=True)
-  write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=False)
-  return lambda: write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)
+  write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=False)
+  return lambda: write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=True)
 
 
 def set_added(tmp_path):

@@ -7,8 +7,8 @@ import pytest
 from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.pde.data import load_cached
-from jaxlab.pde.data.selection import config_specs, mixture_specs
-from jaxlab.pde.operator_config import check_config
+from jaxlab.pde.data.selection import mixture_specs
+from jaxlab.tasks.pde_config import check_config, config_specs
 
 def test_config_data_are_what_training_reads(cli, tmp_path):
   override = "--config.data.resolution=16"  # 16^2 keeps generation to a few seconds

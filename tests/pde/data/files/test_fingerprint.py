@@ -11,8 +11,9 @@ import pytest
 from jaxlab.errors import InputError
 from jaxlab.pde.data import make_dataset
 from jaxlab.pde.data.files import DPOTFile, Split, data_fingerprint, file_sets
-from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
-from jaxlab.train.task import make_task
+from jaxlab.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
 from tests.pde.data.files import layouts
 from tests.support.pde_files import config_of, fields, file_replaced, set_added, start_then_resume, write_table
@@ -63,7 +64,7 @@ def test_a_run_fingerprinted_with_downsample_before_the_resize_is_not_resumed(tm
   config.model.patch_size = 4
   workdir = tmp_path / "run"
   workdir.mkdir()
-  task = make_task(config)
+  task = make_task(config, task_context(config))
   now = json.loads(task.workdir_files[FINGERPRINT_FILE])
   assert now["sets"]["ns"]["downsample_after_resize"] == [2, 2] and now["sets"]["ns"]["train"]["stride"] == [1, 1]
   # what the earlier order wrote for this table, the train and test records strided at read time
