@@ -52,7 +52,7 @@ def cli():
   return Cli()
 
 
-if os.environ.get("JAXLAB_TOLERANCE_LOG"):  # the tolerance audit (tests/tolerance_log.py)
-  from tests.tolerance_log import install  # noqa: E402
+if os.environ.get("JAXLAB_TOLERANCE_LOG"):  # the tolerance audit (tests/support/tolerance_log.py)
+  from tests.support.tolerance_log import install  # noqa: E402
 
   install(os.environ["JAXLAB_TOLERANCE_LOG"])

@@ -43,7 +43,7 @@ from jaxlab.train.mesh import resolve_mesh_shape  # noqa: E402
 from jaxlab.experiment import train  # noqa: E402
 from jaxlab.train.loop import ensure_writable  # noqa: E402
 from jaxlab.experiment.validate import validate_trainer_config  # noqa: E402
-from tests.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]  # (area, what, call, fragment the message must hold)
 

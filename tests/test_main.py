@@ -66,7 +66,7 @@ def test_config_by_name_from_another_directory(cli, tmp_path):
 
 
 def test_fine_tuning_from_the_command_line(cli, tmp_path):
-  from tests.tolerances import ops_rtol
+  from tests.support.tolerances import ops_rtol
   example = os.path.join("configs", "examples", "robust_regression.py")  # params: w (3,), b ()
   pre, tuned = str(tmp_path / "pre"), str(tmp_path / "tuned")
   p = cli.main(f"--config={example}:tiny", f"--workdir={pre}")

@@ -16,7 +16,7 @@ import pytest
 
 from jaxlab import report
 from jaxlab.errors import InputError
-from tests.tolerances import gamma
+from tests.support.tolerances import gamma
 
 U64 = float(np.finfo(np.float64).eps) / 2
 

@@ -11,9 +11,10 @@ import pytest
 
 from configs import digits_mlp
 from jaxlab.experiment import train
-from tests.tolerances import steps_tol
+from tests.support.tolerances import steps_tol
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multiprocess_worker.py")
+SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")  # the worker scripts
+WORKER = os.path.join(SUPPORT, "multiprocess_worker.py")
 
 
 def _free_port() -> int:
@@ -23,7 +24,7 @@ def _free_port() -> int:
 
 
 # "data" across the processes is the sharding guide's own command, run as written in
-# tests/train/test_multiprocess_cli.py; here the mesh with "model" across them.
+# tests/experiment/test_multiprocess_cli.py; here the mesh with "model" across them.
 @pytest.mark.parametrize("mesh", ["model_outer"])
 def test_two_processes_match_one_process(cli, tmp_path, mesh):
   port, out = str(_free_port()), str(tmp_path / "params.npz")

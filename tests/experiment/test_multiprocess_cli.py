@@ -20,11 +20,11 @@ import pytest
 import jaxlab
 from configs import digits_mlp
 from jaxlab.experiment import train
-from tests.guide_blocks import guide_block
-from tests.tolerances import steps_tol
+from tests.support.guide_blocks import guide_block
+from tests.support.tolerances import steps_tol
 
 STEPS = 20
-# As tests/train/test_multiprocess.py: the rounding of ~150 operations per parameter and step,
+# As tests/experiment/test_multiprocess.py: the rounding of ~150 operations per parameter and step,
 # carried on over the steps, from summing the gradient over another number of devices.
 TOL = steps_tol(STEPS, 150)
 

@@ -10,10 +10,10 @@ import pytest
 
 from jaxlab.errors import InputError
 from jaxlab.moe import init_soft_moe, num_slots, soft_moe, soft_moe_einsum, soft_moe_stats
-from tests.export_helpers import ACCELERATORS, BARRIER, export_for
+from tests.support.export import ACCELERATORS, BARRIER, export_for
 from tests.support.moe import numpy_soft_moe, soft_moe_tol
 from tests.support.xla import AS_USERS_COMPILE
-from tests.tolerances import assert_close_to_scale, ops_rtol
+from tests.support.tolerances import assert_close_to_scale, ops_rtol
 
 
 @pytest.mark.parametrize("single_exponential", [False, True])

@@ -10,7 +10,7 @@ from jaxlab.data.digits import load_digits_split
 from jaxlab.ot_clip import digits_pairs
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
-from tests.tolerances import log_domain_atol
+from tests.support.tolerances import log_domain_atol
 
 
 @pytest.mark.parametrize("loss_name", ["entropic_ot"])

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tests.tolerances import log_domain_atol, ops_rtol
+from tests.support.tolerances import log_domain_atol, ops_rtol
 
 
 def soft_moe_tol(params, x, normalize=False):

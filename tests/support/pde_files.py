@@ -8,7 +8,7 @@ from jaxlab.config_files import load_config
 from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
-from tests.pde.data.files import layouts
+from tests.support import pde_file_layouts as layouts
 
 
 def fields(n, seed=0):

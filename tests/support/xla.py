@@ -4,10 +4,10 @@ user gets instead.
 The suite's programs are tiny and run a few steps, so nearly all of its CPU time is XLA:CPU compiling
 them. Two settings halve that: LLVM's optimisation level 0 (it vectorises and inlines nothing), and
 XLA:CPU's earlier fusion code generator instead of the MLIR fusion emitters. Measured on
-tests/train/test_trainer.py (8 tests, CPU seconds of the whole pytest process, this 2-core machine):
+tests/experiment/test_trainer.py (8 tests, CPU seconds of the whole pytest process, this 2-core machine):
 30 at XLA's defaults, 22 at level 0, 17 with both. The operations are the same and round the same
 way up to the last bit (a vectorised and a scalar ``exp`` can differ there), which every tolerance of
-the suite bounds already (each is derived from the operations' count, tests/tolerances.py). The LLVM
+the suite bounds already (each is derived from the operations' count, tests/support/tolerances.py). The LLVM
 level leaves the program (its HLO and buffers) as it is; the fusion code generator fuses a little
 differently, so a program's temporary buffers can differ. A test about the compiled program itself
 (its copies, its buffer sizes) compiles it with :data:`AS_USERS_COMPILE`.

@@ -4,7 +4,7 @@ import json
 import math
 
 from tests.support.clip_data import write_open_clip_csv
-from tests.guide_blocks import guide_block
+from tests.support.guide_blocks import guide_block
 
 def guide_open_clip_block() -> str:
   """The guide's bash block that trains on open_clip's CSV (``data.csv_format=open_clip``)."""

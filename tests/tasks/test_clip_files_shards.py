@@ -3,8 +3,8 @@
 import json
 import math
 
-from tests.ot_clip.data.shard_files import write_shards
-from tests.guide_blocks import guide_block
+from tests.support.clip_shards import write_shards
+from tests.support.guide_blocks import guide_block
 
 def guide_shards_block() -> str:
   """The guide's bash block that trains on shards."""

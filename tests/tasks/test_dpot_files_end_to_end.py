@@ -16,7 +16,7 @@ from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.tasks.pde_config import check_config
 from jaxlab.train.workdir import saved_config
-from tests.pde.data.files import layouts
+from tests.support import pde_file_layouts as layouts
 
 MASTER = """
 DATASET_DICT = {}

@@ -13,7 +13,7 @@ import sys
 
 import h5py
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUIDE = os.path.join(REPO, "docs", "guides", "dpot.md")
 
 

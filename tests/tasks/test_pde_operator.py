@@ -23,8 +23,8 @@ from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.experiment import train
-from tests.pde.fixtures import DPOT_STEP_OPS
-from tests.tolerances import assert_close_to_scale, ops_rtol, steps_tol
+from tests.support.pde import DPOT_STEP_OPS
+from tests.support.tolerances import assert_close_to_scale, ops_rtol, steps_tol
 
 STEPS = 8
 

@@ -24,7 +24,7 @@ from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
 from jaxlab.train.step import train_step_fn
 from jaxlab.experiment import build_state_init, task_context, train
 from tests.support.clip_data import write_image_folder
-from tests.tolerances import BF16_LOSS_RTOL
+from tests.support.tolerances import BF16_LOSS_RTOL
 
 STEPS = 3  # bfloat16 steps that must stay finite (the first one is compared with float32)
 

@@ -9,7 +9,8 @@ import time
 
 import numpy as np
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "preemption_worker.py")
+SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")  # the worker scripts
+WORKER = os.path.join(SUPPORT, "preemption_worker.py")
 
 
 def _start(cli, workdir, out):
@@ -50,7 +51,7 @@ def test_sigterm_saves_and_the_rerun_resumes_bit_identically(cli, tmp_path):
 # Ctrl-C: the first SIGINT saves like SIGTERM, a second one stops at once; the handlers are the
 # trainer's only while it trains.
 
-SLOW_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_digits_config.py")
+SLOW_CONFIG = os.path.join(SUPPORT, "slow_digits_config.py")
 
 
 def _ctrl_c_able(cli, command, stderr=subprocess.PIPE):
@@ -138,7 +139,7 @@ def test_signal_handlers_are_the_callers_again_after_train(tmp_path):
   assert installed == [before[0]]
 
 
-STARTUP_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "startup_sigint_worker.py")
+STARTUP_WORKER = os.path.join(SUPPORT, "startup_sigint_worker.py")
 
 
 def test_ctrl_c_during_start_up_is_exit_130_with_one_line_never_a_crash(cli, tmp_path):

@@ -23,7 +23,7 @@ import pytest
 
 from benchmarks.rl_study_cells import cell_config as _rl_cell
 from jaxlab.config_files import load_config
-from tests.export_helpers import BARRIER, export_train_step
+from tests.support.export import BARRIER, export_train_step
 from tests.support.clip_data import write_image_folder
 
 

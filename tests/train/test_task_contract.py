@@ -33,8 +33,8 @@ from jaxlab.train.mesh import make_mesh
 from jaxlab.train.task import TASKS
 from jaxlab.experiment import train
 from tests.support.clip_data import write_image_folder
-from tests.tolerances import steps_tol
-from tests.export_helpers import BARRIER, export_train_step
+from tests.support.tolerances import steps_tol
+from tests.support.export import BARRIER, export_train_step
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                        "configs", "examples", "robust_regression.py")
@@ -54,7 +54,7 @@ def _pde(data_dir: str):
 
 
 #: task -> (data_dir -> its tiny config, roundings per parameter and step for the vmapped-vs-single
-#: comparison (``tests.tolerances.steps_tol``)).
+#: comparison (``tests.support.tolerances.steps_tol``)).
 CONTRACT: dict[str, tuple[Callable[[str], object], int]] = {
     "digits_classification": (lambda _: load_config("digits_mlp:tiny"), 150),
     "digits_two_tower": (lambda _: load_config("digits_clip:tiny"), 400),

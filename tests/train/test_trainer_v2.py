@@ -16,7 +16,7 @@ from jaxlab.train import TASKS, Task
 from jaxlab.experiment import trainer_config
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.experiment import train
-from tests.tolerances import ops_rtol, steps_tol
+from tests.support.tolerances import ops_rtol, steps_tol
 
 # digits_mlp:tiny, per parameter and step: dot products over 64 pixels and 32 hidden units, a mean
 # over a batch of 32, Adam: ~150 rounded operations. Two programs running the same steps (vmapped,

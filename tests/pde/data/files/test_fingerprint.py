@@ -15,7 +15,7 @@ from jaxlab.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
 from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
-from tests.pde.data.files import layouts
+from tests.support import pde_file_layouts as layouts
 from tests.support.pde_files import config_of, fields, file_replaced, set_added, start_then_resume, write_table
 
 

@@ -18,7 +18,7 @@ from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.pde.data.files import load_master
 from jaxlab.tasks.pde_config import check_config
-from tests.pde.data.files import layouts
+from tests.support import pde_file_layouts as layouts
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
