@@ -11,13 +11,12 @@ import time
 
 import pytest
 
-SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "accelerator.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "accelerator.py"
 PARTS = ("tests", "dpot_ti", "moe_vs_dense", "dqn_seeds", "minatar_scaling", "atari_der")
 
 
 def _accelerator():
-  sys.path.insert(0, str(SCRIPT.parent))
-  import accelerator  # pylint: disable=import-outside-toplevel
+  from benchmarks import accelerator  # pylint: disable=import-outside-toplevel
   return accelerator
 
 

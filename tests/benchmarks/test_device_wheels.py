@@ -14,7 +14,7 @@ from packaging.requirements import Requirement
 
 from jaxlab.registry import NO_DEPS
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 from benchmarks import device_wheels  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The NNX DPOT, DPOT block, AFNO2D and FNO2d against the linen modules: parameter tree, outputs, training.
 
 Run op by op, both call the same pure functions on the same arrays: bit-equal by construction
-(tests/nnx_training.py). Small shapes: an 8x8 grid, width 16.
+(tests/support/nnx_training.py). Small shapes: an 8x8 grid, width 16.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from jaxlab.pde import AFNO2D, DPOT, DPOTBlock, FNO2d, dpot_state_shardings
 from jaxlab.pde import nnx as pde_nnx
 from jaxlab.sharding import path_name
 from jaxlab.train import make_mesh
-from tests.nnx_training import linen_params, load, train_both
+from tests.support.nnx_training import linen_params, load, train_both
 from tests.support.pde import DPOT_STEP_OPS
 from tests.support.tolerances import assert_close_to_scale, ops_rtol
 

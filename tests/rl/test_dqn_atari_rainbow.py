@@ -18,7 +18,7 @@ from jaxlab.tasks.dqn_atari import empty_data, make_env_step
 from jaxlab.experiment import task_context, train
 from jaxlab.tasks import make_task
 from jaxlab.train.loop import _calls, _crossed
-from tests.rl.scripted_atari import ScriptedAtari, leading_noops
+from tests.support.scripted_atari import ScriptedAtari, leading_noops
 
 # Every value each preset sets, as Dopamine's configs have it (docs/methods/soft_moe_rl.md, the
 # protocol tables, cite file:line). Counts are agent steps. num_steps = updates.
