@@ -389,7 +389,7 @@ def test_extras_named_are_those_setup_cfg_installs():
   from jaxlab.registry import EXTRAS, NO_DEPS
   cfg = configparser.ConfigParser()
   cfg.read(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "setup.cfg"))
-  module_of = {"scikit-learn": "sklearn", "pillow": "PIL"}  # distribution -> import name, where they differ
+  module_of = {"scikit-learn": "sklearn", "pillow": "PIL", "ale-py": "ale_py"}  # distribution -> import name, where they differ
   extras = cfg["options.extras_require"]
   for module, extra in EXTRAS.items():
     requirements = [line.split("#")[0].strip() for line in extras[extra].splitlines()]
