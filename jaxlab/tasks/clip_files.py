@@ -73,7 +73,9 @@ def clip_files(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   model = TwoTower(hidden=config.model.hidden, embed_dim=config.model.embed_dim, conv_channels=conv,
                    **pairs.model_kwargs)
   loss_kwargs = dict(config.loss)
-  loss_fn = make_two_tower_loss(model, loss_kwargs.pop("name"), text_key=pairs.text_key, **loss_kwargs)
+  # The coupling is split by rows over "data" unless vmapped runs are what "data" splits.
+  loss_fn = make_two_tower_loss(model, loss_kwargs.pop("name"), text_key=pairs.text_key,
+                                mesh=None if ctx.runs else ctx.mesh, **loss_kwargs)
   host_batch = ShardedBatches(pairs.train, config.batch_size, ctx.process_count)
   test, epsilon, coverage = pairs.test, config.eval.epsilon, config.eval.coverage
   labelled = bool(pairs.classes)
@@ -113,4 +115,4 @@ def clip_files(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
                                                     "test": test})
   return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               throughput={"pairs": config.batch_size}, description=f"{pairs.description}, {config.loss.name} loss",
-              resume_safe=("eval.*",), workdir_files=pairs.files, inference=inference)
+              resume_safe=("eval.*", "loss.chunk_size"), workdir_files=pairs.files, inference=inference)

@@ -36,7 +36,6 @@ def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Tas
   "ot" is OT-CLIP's transductive inference over the batch). ``data``: ``vocab`` (for
   ``jaxlab.ot_clip.digits_pairs.tokenize``), ``class_prompts``, ``x_test``, ``y_test``.
   """
-  del ctx  # one host array, the same on every process
   data = load_digits_split(test_fraction=config.data.test_fraction, seed=config.data.split_seed)
   vocab = digits_pairs.build_vocab()
 
@@ -48,7 +47,8 @@ def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Tas
   prompts = digits_pairs.class_prompt_tokens(vocab)  # [classes, templates, L], held-out templates
   model = TwoTower(vocab_size=len(vocab) + 1, **dict(config.model))
   loss_kwargs = dict(config.loss)
-  loss_fn = make_two_tower_loss(model, loss_kwargs.pop("name"), **loss_kwargs)
+  # The coupling is split by rows over "data" unless vmapped runs are what "data" splits.
+  loss_fn = make_two_tower_loss(model, loss_kwargs.pop("name"), mesh=None if ctx.runs else ctx.mesh, **loss_kwargs)
 
   def init_params(rng):
     return model.init(rng, jnp.zeros((1, 64)), jnp.zeros((1, prompts.shape[-1]), jnp.int32))["params"]
@@ -85,4 +85,5 @@ def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Tas
   inference = Inference(model=model, fns=fns, data={"vocab": vocab, "class_prompts": prompts,
                                                     "x_test": data["x_test"], "y_test": data["y_test"]})
   return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
-              description=f"digits two-tower, {config.loss.name} loss", inference=inference)
+              description=f"digits two-tower, {config.loss.name} loss", resume_safe=("loss.chunk_size",),
+              inference=inference)
