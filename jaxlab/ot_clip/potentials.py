@@ -12,15 +12,16 @@ potentials (divided by eps) from alternating half-steps
   min(0, log hi - c)), f(r) = log a - r, from beta = 0: one row half-step, then ``num_iterations``
   x (column, row).
 
-Two ways to differentiate the same updates (equal to rounding; tests/ot_clip/test_coupling_rows.py):
-
-* the rows' similarities are kept ([r, B], no ``chunk_size``): a ``jax.custom_vjp`` whose forward
-  pass keeps only the potentials and the LSEs of each half-step (vectors) and whose backward pass
-  sweeps the half-steps in reverse, recomputing each softmax from the kept block, accumulating the
-  cotangent of log K in one [r, B] array and reducing column cotangents with one ``psum`` of a
-  B-vector per half-step. Plain autodiff of the unrolled updates kept about one [r, B] array per
-  iteration (7-8 for 5 iterations at B = 8192 on 8 devices; this form keeps ~3);
-* chunked: autodiff through ``CouplingRows``' checkpointed visits (each block recomputed).
+Differentiated by a ``jax.custom_vjp`` that is the reverse-mode derivative of exactly these unrolled
+updates (equal to autodiff of the dense solvers to rounding; tests/ot_clip/test_coupling_rows.py):
+the forward pass keeps the potentials and the LSEs of each half-step (vectors only); the backward
+pass sweeps the half-steps in reverse, recomputing each softmax piece by piece and reducing the
+column cotangents with one ``psum`` of a B-vector per half-step. The cotangent of log K is
+accumulated in one [r, B] array when the rows' similarities are kept (no ``chunk_size``), or, chunked,
+pulled back into the embeddings' cotangents piece by piece, so nothing of size B x B is held.
+Plain autodiff of the unrolled updates kept about one [r, B] array per iteration (7-9 for 5
+iterations at B = 8192 on 8 devices) and, chunked, one [B, d] cotangent per visit; this form keeps
+~3 blocks, chunked ~4 [B, d] arrays and a few [chunk, B] pieces.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ import jax.numpy as jnp
 from jaxlab.ot_clip.rows import CouplingRows, Kernel, as_varying
 
 UpdateMaps = tuple[Callable[[jax.Array], jax.Array], Callable[[jax.Array], jax.Array]]
+#: The kept [r, B] block is visited in this many row pieces (if they divide r): every softmax is an
+#: [r / pieces, B] transient beside the block (and, backwards, its cotangent).
+PIECES = 4
 
 
 def update_maps(update: str, params: dict[str, jax.Array]) -> UpdateMaps:
@@ -52,97 +56,36 @@ def solve(rows: CouplingRows, kernel: Kernel, row_args: tuple[jax.Array, ...], *
 
   ``with_mass``: also sum_ij P_ij (the unbalanced losses' generalised KL term), a third output.
   """
-  lead = update == "dbot"
-  if rows.sim is not None:
-    static = (kernel.fn, update, lead, int(num_iterations), rows.axis_name, with_mass)
-    kparams, scale, row_args, params = as_varying((kernel.params, kernel.scale, tuple(row_args), params),
-                                                  rows.axis_name)
-    out = _kept(static, rows.x, rows.sim, kparams, scale, row_args, params)
-    return out if with_mass else out[:2]
-  f, g = update_maps(update, params)
-  if lead:
-    alpha = f(rows.row_lse(kernel, None, *row_args))
-  else:
-    alpha = jnp.zeros((rows.local_rows,), rows.y.dtype)
-
-  def iteration(alpha: jax.Array) -> tuple[jax.Array, jax.Array]:
-    beta = g(rows.col_lse(kernel, alpha, *row_args))
-    return f(rows.row_lse(kernel, beta, *row_args)), beta
-
-  alpha, beta = iteration(alpha)
-  if num_iterations > 1:
-    alpha, betas = jax.lax.scan(lambda a, _: iteration(a), alpha, None, length=int(num_iterations) - 1)
-    beta = betas[-1]
-  if not with_mass:
-    return alpha, beta
-  mass = rows.total(lambda x_c, sim_c, a_c, *ra: jnp.exp(kernel(x_c, sim_c, *ra) + a_c[:, None] + beta[None, :]),
-                    alpha, *row_args)
-  return alpha, beta, mass
+  static = (kernel.fn, update, int(num_iterations), rows.axis_name, rows.chunk_size, with_mass)
+  args = as_varying((kernel.params, kernel.scale, tuple(row_args), params), rows.axis_name)
+  out = _solve(static, rows.x, rows.y, rows.sim, *args)
+  return out if with_mass else out[:2]
 
 
 def lse_pair(rows: CouplingRows, kernel: Kernel) -> tuple[jax.Array, jax.Array]:
   """(LSE_j log K_ij for the rows held here [r], LSE_i log K_ij over every row [B]): InfoNCE's two directions.
 
-  On the kept block a custom VJP recomputes both softmaxes piece by piece in the backward pass (plain
-  autodiff of the two visits kept ~1 more [r, B] array); chunked, the rows' visits.
+  With the same custom VJP: both softmaxes are recomputed piece by piece in the backward pass
+  (plain autodiff of the two reductions kept ~1 more [r, B] array).
   """
-  if rows.sim is None:
-    return rows.row_lse(kernel), rows.col_lse(kernel)
   kparams, scale = as_varying((kernel.params, kernel.scale), rows.axis_name)
-  return _kept_lse((kernel.fn, rows.axis_name), rows.x, rows.sim, kparams, scale)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _kept_lse(static: tuple, x: jax.Array, sim: jax.Array, kparams: Any, scale: jax.Array
-              ) -> tuple[jax.Array, jax.Array]:
-  return _kept_lse_fwd(static, x, sim, kparams, scale)[0]
-
-
-def _kept_lse_fwd(static: tuple, x: jax.Array, sim: jax.Array, kparams: Any, scale: jax.Array):
-  fn, axis_name = static
-  block = _Pieces(fn, x, sim, kparams, scale, (), axis_name)
-  r = block.row_lse(None, sim[:, 0])
-  c = block.col_lse(jnp.zeros_like(sim[:, 0]), sim[0, :])
-  return (r, c), (x, sim, kparams, scale, r, c)
-
-
-def _kept_lse_bwd(static: tuple, residuals: tuple, cotangents: tuple[jax.Array, jax.Array]) -> tuple:
-  fn, axis_name = static
-  x, sim, kparams, scale, r, c = residuals
-  r_bar, c_bar = cotangents
-  block = _Pieces(fn, x, sim, kparams, scale, (), axis_name)
-
-  def body(i, acc):
-    scale_sum, k_bar = acc
-    lk = block.log_k(i)
-    r_i, r_bar_i = block.take(i, r, r_bar)
-    k_i = r_bar_i[:, None] * jnp.exp(lk - r_i[:, None]) + c_bar[None, :] * jnp.exp(lk - c[None, :])
-    return scale_sum + jnp.sum(k_i * lk), block.put(k_bar, i, k_i)
-
-  k_bar = as_varying(jnp.zeros_like(sim), axis_name)
-  scale_sum, k_bar = block.loop(body, (jnp.zeros_like(scale), k_bar))
-  x_bar, sim_bar, kparams_bar = jax.vjp(fn, x, sim, kparams)[1](scale * k_bar)
-  return x_bar, sim_bar, kparams_bar, scale_sum / scale
-
-
-_kept_lse.defvjp(_kept_lse_fwd, _kept_lse_bwd)
-
-
-#: The kept [r, B] block is visited in this many row pieces (if they divide r): every softmax is an
-#: [r / pieces, B] transient beside the block (and, backwards, its cotangent).
-PIECES = 4
+  return _lse((kernel.fn, rows.axis_name, rows.chunk_size), rows.x, rows.y, rows.sim, kparams, scale)
 
 
 class _Pieces:
-  """log K of the kept block, piece by piece: row and column log-sum-exps, and cotangent updates."""
+  """log K of the rows held here, piece by piece (pieces of the kept block, or chunks recomputed from x y^T).
 
-  def __init__(self, fn: Callable[..., jax.Array], x: jax.Array, sim: jax.Array, kparams: Any, scale: jax.Array,
-               row_args: tuple, axis_name: Any):
-    self.fn, self.x, self.sim, self.kparams, self.scale, self.row_args = fn, x, sim, kparams, scale, row_args
+  Backwards, ``pull`` takes a piece's cotangent of log K: kept, into the block's cotangent; chunked,
+  straight into the cotangents of the embeddings, of the kernel's parameters and of the scale.
+  """
+
+  def __init__(self, fn: Callable[..., jax.Array], x: jax.Array, y: jax.Array, sim: jax.Array | None, kparams: Any,
+               scale: jax.Array, row_args: tuple, axis_name: Any, chunk_size: int | None):
+    self.fn, self.x, self.y, self.sim, self.kparams, self.scale, self.row_args = fn, x, y, sim, kparams, scale, row_args
     self.axis_name = axis_name
-    rows = sim.shape[0]
-    self.count = next(p for p in (PIECES, 2, 1) if rows % p == 0)
-    self.size = rows // self.count
+    rows = x.shape[0]
+    self.size = chunk_size if sim is None else rows // next(p for p in (PIECES, 2, 1) if rows % p == 0)
+    self.count = rows // self.size
 
   def take(self, i: jax.Array, *arrays: jax.Array) -> list[jax.Array]:
     return [jax.lax.dynamic_slice_in_dim(a, i * self.size, self.size) for a in arrays]
@@ -150,61 +93,105 @@ class _Pieces:
   def put(self, whole: jax.Array, i: jax.Array, part: jax.Array) -> jax.Array:
     return jax.lax.dynamic_update_slice_in_dim(whole, part, i * self.size, 0)
 
+  def add(self, whole: jax.Array, i: jax.Array, part: jax.Array) -> jax.Array:
+    (old,) = self.take(i, whole)
+    return self.put(whole, i, old + part)
+
+  def sim_of(self, i: jax.Array) -> jax.Array:
+    if self.sim is not None:
+      return self.take(i, self.sim)[0]
+    (x_i,) = self.take(i, self.x)
+    return x_i @ self.y.T
+
   def log_k(self, i: jax.Array) -> jax.Array:
-    x_i, sim_i, *ra_i = self.take(i, self.x, self.sim, *self.row_args)
-    return self.scale * self.fn(x_i, sim_i, self.kparams, *ra_i)
+    x_i, *ra_i = self.take(i, self.x, *self.row_args)
+    return self.scale * self.fn(x_i, self.sim_of(i), self.kparams, *ra_i)
 
   def loop(self, body: Callable[[jax.Array, Any], Any], init: Any) -> Any:
     return jax.lax.fori_loop(0, self.count, body, init)
-
-  def row_lse(self, beta: jax.Array | None, like: jax.Array) -> jax.Array:
-    """LSE_j(log K_ij + beta_j) for the rows held here."""
-    def body(i, out):
-      lk = self.log_k(i)
-      return self.put(out, i, jax.nn.logsumexp(lk if beta is None else lk + beta[None, :], axis=1))
-    return self.loop(body, jnp.zeros_like(like))
 
   def plan(self, i: jax.Array, alpha: jax.Array, beta: jax.Array) -> jax.Array:
     """P = exp(log K + alpha_i + beta_j) of piece ``i``."""
     (alpha_i,) = self.take(i, alpha)
     return jnp.exp(self.log_k(i) + alpha_i[:, None] + beta[None, :])
 
-  def col_lse(self, alpha: jax.Array, like: jax.Array) -> jax.Array:
+  def row_lse(self, beta: jax.Array | None) -> jax.Array:
+    """LSE_j(log K_ij + beta_j) for the rows held here."""
+    def body(i, out):
+      lk = self.log_k(i)
+      return self.put(out, i, jax.nn.logsumexp(lk if beta is None else lk + beta[None, :], axis=1))
+    return self.loop(body, jnp.zeros_like(self.x[:, 0]))
+
+  def col_lse(self, alpha: jax.Array | None) -> jax.Array:
     """LSE_i(log K_ij + alpha_i) over every row (online over the pieces, then over the devices)."""
     def body(i, acc):
       top, total = acc
-      (alpha_i,) = self.take(i, alpha)
-      part = self.log_k(i) + alpha_i[:, None]
+      part = self.log_k(i)
+      if alpha is not None:
+        part = part + self.take(i, alpha)[0][:, None]
       new_top = jnp.maximum(top, jnp.max(part, axis=0))
       return new_top, total * jnp.exp(top - new_top) + jnp.sum(jnp.exp(part - new_top[None, :]), axis=0)
 
-    top, total = self.loop(body, (jnp.full_like(like, -jnp.inf), jnp.zeros_like(like)))
+    like = jnp.zeros_like(self.x[:1, 0]) + jnp.zeros_like(self.y[:, 0])  # [B], varying where x is
+    top, total = self.loop(body, (like - jnp.inf, like))
     lse = top + jnp.log(total)
     if self.axis_name is None:
       return lse
     top = jax.lax.pmax(lse, self.axis_name)
     return top + jnp.log(jax.lax.psum(jnp.exp(lse - top), self.axis_name))
 
+  # --- backwards ---------------------------------------------------------------------------------
+
+  def zero_cotangents(self) -> dict[str, Any]:
+    if self.sim is not None:
+      return {"k": jnp.zeros_like(self.sim), "scale": as_varying(jnp.zeros_like(self.scale), self.axis_name)}
+    zeros = jax.tree.map(jnp.zeros_like, {"x": self.x, "y": self.y, "kparams": self.kparams,
+                                          "row_args": self.row_args, "scale": self.scale})
+    return as_varying(zeros, self.axis_name)
+
+  def pull(self, acc: dict[str, Any], i: jax.Array, k_i: jax.Array) -> dict[str, Any]:
+    """Adds piece ``i``'s cotangent of log K."""
+    if self.sim is not None:  # log K = scale * fn(...): d scale = sum(d log K * log K) / scale
+      return {"k": self.add(acc["k"], i, k_i), "scale": acc["scale"] + jnp.sum(k_i * self.log_k(i))}
+    x_i, *ra_i = self.take(i, self.x, *self.row_args)
+    sim_i = x_i @ self.y.T
+    out, vjp = jax.vjp(lambda x_, s_, kp, ra: self.fn(x_, s_, kp, *ra), x_i, sim_i, self.kparams, tuple(ra_i))
+    x_bar, sim_bar, kp_bar, ra_bar = vjp(self.scale * k_i)
+    x_bar = x_bar + sim_bar @ self.y
+    return {"x": self.add(acc["x"], i, x_bar), "y": acc["y"] + sim_bar.T @ x_i,
+            "kparams": jax.tree.map(jnp.add, acc["kparams"], kp_bar),
+            "row_args": tuple(self.add(a, i, b) for a, b in zip(acc["row_args"], ra_bar)),
+            "scale": acc["scale"] + jnp.sum(k_i * out)}
+
+  def finish(self, acc: dict[str, Any]) -> tuple[jax.Array, jax.Array, jax.Array | None, Any, jax.Array, tuple]:
+    """(x_bar, y_bar, sim_bar, kparams_bar, scale_bar, row_args_bar) from the accumulated cotangents."""
+    if self.sim is None:
+      return acc["x"], acc["y"], None, acc["kparams"], acc["scale"], acc["row_args"]
+    k_bar, scale_bar = acc["k"], acc["scale"] / self.scale
+    x_bar, sim_bar, kp_bar, ra_bar = jax.vjp(lambda x_, s_, kp, ra: self.fn(x_, s_, kp, *ra), self.x, self.sim,
+                                             self.kparams, self.row_args)[1](self.scale * k_bar)
+    return x_bar, jnp.zeros_like(self.y), sim_bar, kp_bar, scale_bar, ra_bar
+
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _kept(static: tuple, x: jax.Array, sim: jax.Array, kparams: Any, scale: jax.Array, row_args: tuple,
-          params: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
-  return _kept_fwd(static, x, sim, kparams, scale, row_args, params)[0]
+def _solve(static: tuple, x: jax.Array, y: jax.Array, sim: jax.Array | None, kparams: Any, scale: jax.Array,
+           row_args: tuple, params: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
+  return _solve_fwd(static, x, y, sim, kparams, scale, row_args, params)[0]
 
 
-def _kept_fwd(static: tuple, x: jax.Array, sim: jax.Array, kparams: Any, scale: jax.Array, row_args: tuple,
-              params: Any):
-  fn, update, lead, num_iterations, axis_name, with_mass = static
-  block = _Pieces(fn, x, sim, kparams, scale, row_args, axis_name)
+def _solve_fwd(static: tuple, x: jax.Array, y: jax.Array, sim: jax.Array | None, kparams: Any, scale: jax.Array,
+               row_args: tuple, params: Any):
+  fn, update, num_iterations, axis_name, chunk_size, with_mass = static
+  block = _Pieces(fn, x, y, sim, kparams, scale, row_args, axis_name, chunk_size)
   f, g = update_maps(update, params)
-  rows_like, cols_like = sim[:, 0], sim[0, :]
-  r0 = block.row_lse(None, rows_like) if lead else None
-  alpha = f(r0) if lead else jnp.zeros_like(rows_like)
+  lead = update == "dbot"
+  r0 = block.row_lse(None) if lead else None
+  alpha = f(r0) if lead else jnp.zeros_like(x[:, 0])
 
   def iteration(alpha: jax.Array, _: Any) -> tuple[jax.Array, tuple[jax.Array, ...]]:
-    c = block.col_lse(alpha, cols_like)
+    c = block.col_lse(alpha)
     beta = g(c)
-    r = block.row_lse(beta, rows_like)
+    r = block.row_lse(beta)
     return f(r), (alpha, c, beta, r)
 
   alpha, kept = jax.lax.scan(iteration, alpha, None, length=num_iterations)
@@ -213,74 +200,94 @@ def _kept_fwd(static: tuple, x: jax.Array, sim: jax.Array, kparams: Any, scale: 
   if with_mass:
     mass = block.loop(lambda i, total: total + jnp.sum(block.plan(i, alpha, beta)), mass)
     mass = mass if axis_name is None else jax.lax.psum(mass, axis_name)
-  return (alpha, beta, mass), (x, sim, kparams, scale, row_args, params, kept, r0, alpha)
+  return (alpha, beta, mass), (x, y, sim, kparams, scale, row_args, params, kept, r0, alpha)
 
 
-def _kept_bwd(static: tuple, residuals: tuple, cotangents: tuple[jax.Array, jax.Array]) -> tuple:
-  """The reverse sweep: per iteration the row and column softmaxes recomputed from the kept block, piece by
-  piece, their cotangents accumulated into one [r, B] array, and one psum of a B-vector."""
-  fn, update, lead, _, axis_name, with_mass = static
-  x, sim, kparams, scale, row_args, params, kept, r0, alpha = residuals
+def _solve_bwd(static: tuple, residuals: tuple, cotangents: tuple[jax.Array, jax.Array, jax.Array]) -> tuple:
+  """The reverse sweep: per iteration the row and column softmaxes recomputed piece by piece, their
+  cotangents pulled into ``acc``, and one psum of a B-vector."""
+  fn, update, _, axis_name, chunk_size, with_mass = static
+  x, y, sim, kparams, scale, row_args, params, kept, r0, alpha = residuals
   alpha_bar, beta_bar, mass_bar = cotangents
-  block = _Pieces(fn, x, sim, kparams, scale, row_args, axis_name)
+  block = _Pieces(fn, x, y, sim, kparams, scale, row_args, axis_name, chunk_size)
   f, g = update_maps(update, params)
+  acc = block.zero_cotangents()
 
-  def add(k_bar: jax.Array, i: jax.Array, part: jax.Array) -> jax.Array:
-    (old,) = block.take(i, k_bar)
-    return block.put(k_bar, i, old + part)
-
-  k_bar = as_varying(jnp.zeros(sim.shape[:1] + beta_bar.shape, sim.dtype), axis_name)
   if with_mass:  # mass = sum_ij P_ij: d P = mass_bar, into log K, alpha and beta (a per-device part)
-    def mass_terms(i, acc):
-      a_bar, b_bar, k_bar = acc
+    def mass_terms(i, carry):
+      a_bar, b_bar, acc = carry
       plan = mass_bar * block.plan(i, alpha, kept[2][-1])
-      (a_i,) = block.take(i, a_bar)
-      return block.put(a_bar, i, a_i + jnp.sum(plan, axis=1)), b_bar + jnp.sum(plan, axis=0), add(k_bar, i, plan)
+      return block.add(a_bar, i, jnp.sum(plan, axis=1)), b_bar + jnp.sum(plan, axis=0), block.pull(acc, i, plan)
 
-    alpha_bar, beta_bar, k_bar = block.loop(mass_terms, (alpha_bar, beta_bar, k_bar))
+    alpha_bar, beta_bar, acc = block.loop(mass_terms, (alpha_bar, beta_bar, acc))
 
-  def back(carry: tuple[jax.Array, ...], half_steps: tuple[jax.Array, ...]) -> tuple[tuple[jax.Array, ...], None]:
-    a_bar, b_out, k_bar = carry  # cotangents of this iteration's alpha, of its beta (a per-device part), of log K
+  def back(carry: tuple[Any, ...], half_steps: tuple[jax.Array, ...]) -> tuple[tuple[Any, ...], None]:
+    a_bar, b_out, acc = carry  # cotangents of this iteration's alpha, of its beta (a per-device part), pulled
     alpha_prev, c, beta, r = half_steps
     r_bar = jax.vjp(f, r)[1](a_bar)[0]                      # alpha = f(r), r_i = LSE_j(log K_ij + beta_j)
 
-    def rows_softmax(i, acc):
-      b_part, k_bar = acc
+    def rows_softmax(i, carry):
+      b_part, acc = carry
       r_i, r_bar_i = block.take(i, r, r_bar)
       w = jnp.exp(block.log_k(i) + beta[None, :] - r_i[:, None])
-      return b_part + r_bar_i @ w, add(k_bar, i, r_bar_i[:, None] * w)
+      return b_part + r_bar_i @ w, block.pull(acc, i, r_bar_i[:, None] * w)
 
-    b_part, k_bar = block.loop(rows_softmax, (b_out, k_bar))
+    b_part, acc = block.loop(rows_softmax, (b_out, acc))
     b_bar = b_part if axis_name is None else as_varying(jax.lax.psum(b_part, axis_name), axis_name)
     # beta = g(c), c_j = LSE_i(log K_ij + alpha_i); c as varying, or the VJP would sum the full b_bar over devices
     c_bar = jax.vjp(g, as_varying(c, axis_name))[1](b_bar)[0]
 
-    def columns_softmax(i, acc):
-      a_prev_bar, k_bar = acc
+    def columns_softmax(i, carry):
+      a_prev_bar, acc = carry
       (alpha_i,) = block.take(i, alpha_prev)
       v = jnp.exp(block.log_k(i) + alpha_i[:, None] - c[None, :])
-      return block.put(a_prev_bar, i, v @ c_bar), add(k_bar, i, c_bar[None, :] * v)
+      return block.put(a_prev_bar, i, v @ c_bar), block.pull(acc, i, c_bar[None, :] * v)
 
-    a_prev_bar, k_bar = block.loop(columns_softmax, (jnp.zeros_like(a_bar), k_bar))
-    return (a_prev_bar, jnp.zeros_like(b_out), k_bar), None
+    a_prev_bar, acc = block.loop(columns_softmax, (jnp.zeros_like(a_bar), acc))
+    return (a_prev_bar, jnp.zeros_like(b_out), acc), None
 
-  (a_bar, _, k_bar), _ = jax.lax.scan(back, (alpha_bar, beta_bar, k_bar), kept, reverse=True)
-  r_bar = jax.vjp(f, r0)[1](a_bar)[0] if lead else None   # alpha_0 = f(LSE_j log K_ij), from beta = 0
+  (a_bar, _, acc), _ = jax.lax.scan(back, (alpha_bar, beta_bar, acc), kept, reverse=True)
+  if update == "dbot":  # alpha_0 = f(LSE_j log K_ij), from beta = 0
+    r_bar = jax.vjp(f, r0)[1](a_bar)[0]
 
-  def finish(i, acc):
-    # log K = scale * fn(...): d scale = sum(k_bar * log K) / scale; the rest through fn's VJP below.
-    scale_sum, k_bar = acc
-    lk = block.log_k(i)
-    if lead:
+    def lead_softmax(i, acc):
       r0_i, r_bar_i = block.take(i, r0, r_bar)
-      k_bar = add(k_bar, i, r_bar_i[:, None] * jnp.exp(lk - r0_i[:, None]))
-    (k_i,) = block.take(i, k_bar)
-    return scale_sum + jnp.sum(k_i * lk), k_bar
+      return block.pull(acc, i, r_bar_i[:, None] * jnp.exp(block.log_k(i) - r0_i[:, None]))
 
-  scale_sum, k_bar = block.loop(finish, (jnp.zeros_like(scale), k_bar))
-  x_bar, sim_bar, kparams_bar, row_args_bar = jax.vjp(lambda *a: fn(a[0], a[1], a[2], *a[3]), x, sim, kparams,
-                                                      row_args)[1](scale * k_bar)
-  return x_bar, sim_bar, kparams_bar, scale_sum / scale, row_args_bar, jax.tree.map(jnp.zeros_like, params)
+    acc = block.loop(lead_softmax, acc)
+  x_bar, y_bar, sim_bar, kparams_bar, scale_bar, row_args_bar = block.finish(acc)
+  return x_bar, y_bar, sim_bar, kparams_bar, scale_bar, row_args_bar, jax.tree.map(jnp.zeros_like, params)
 
 
-_kept.defvjp(_kept_fwd, _kept_bwd)
+_solve.defvjp(_solve_fwd, _solve_bwd)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _lse(static: tuple, x: jax.Array, y: jax.Array, sim: jax.Array | None, kparams: Any, scale: jax.Array
+         ) -> tuple[jax.Array, jax.Array]:
+  return _lse_fwd(static, x, y, sim, kparams, scale)[0]
+
+
+def _lse_fwd(static: tuple, x: jax.Array, y: jax.Array, sim: jax.Array | None, kparams: Any, scale: jax.Array):
+  fn, axis_name, chunk_size = static
+  block = _Pieces(fn, x, y, sim, kparams, scale, (), axis_name, chunk_size)
+  r, c = block.row_lse(None), block.col_lse(None)
+  return (r, c), (x, y, sim, kparams, scale, r, c)
+
+
+def _lse_bwd(static: tuple, residuals: tuple, cotangents: tuple[jax.Array, jax.Array]) -> tuple:
+  fn, axis_name, chunk_size = static
+  x, y, sim, kparams, scale, r, c = residuals
+  r_bar, c_bar = cotangents
+  block = _Pieces(fn, x, y, sim, kparams, scale, (), axis_name, chunk_size)
+
+  def body(i, acc):
+    lk = block.log_k(i)
+    r_i, r_bar_i = block.take(i, r, r_bar)
+    return block.pull(acc, i, r_bar_i[:, None] * jnp.exp(lk - r_i[:, None]) + c_bar[None, :] * jnp.exp(lk - c[None, :]))
+
+  x_bar, y_bar, sim_bar, kparams_bar, scale_bar, _ = block.finish(block.loop(body, block.zero_cotangents()))
+  return x_bar, y_bar, sim_bar, kparams_bar, scale_bar
+
+
+_lse.defvjp(_lse_fwd, _lse_bwd)
