@@ -3,7 +3,7 @@ r"""Per-device memory and step time of the OT-CLIP losses' B x B coupling: held 
 Side by side in one run, on XLA:CPU virtual devices (compile-only memory from XLA's
 ``compiled.memory_analysis().temp_size_in_bytes``; nothing of size B^2 is allocated):
 
-* ``memory``: value-and-gradient of each loss over both [B, dim] embeddings sharded by rows
+* ``memory``: value-and-gradient of each loss w.r.t. both [B, dim] embeddings sharded by rows
   (``P("data")`` on an Explicit 8-device mesh, as ``jax.make_mesh`` makes it), at B = 8k..64k:
   *whole* is the dense definition as it ran before (every device holds the coupling:
   ``LOSSES.get(name)``), *rows* is ``get_loss(name)`` (the coupling split by rows). In units of
@@ -16,10 +16,11 @@ Side by side in one run, on XLA:CPU virtual devices (compile-only memory from XL
   written to ``--workdir``) at ``--config.batch_size=16384`` on 8 virtual devices, a few steps.
 
   XLA_FLAGS=--xla_force_host_platform_device_count=8 nice -n 5 python benchmarks/ot_clip_coupling_scale.py \
-      --out=benchmarks/results/ot_clip/coupling_scale.json
+      --out=benchmarks/results/ot_clip/coupling_scale.json [--sections=memory,chunked,step_time,cli]
 
-CPU time: ~70 compiles (a few seconds each; whole-coupling compiles at 64k take longest), the
-timing section ~1 minute, the CLI ~2-5 minutes on 2 cores.
+``--sections`` runs some of the four and merges them into an existing result file, each section with
+the command that wrote it. CPU time on 2 cores: memory ~10 min (72 compiles), chunked ~3 min,
+step_time ~5 min, cli ~5 min.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def _parse() -> argparse.Namespace:
   p.add_argument("--whole_max_batch", type=int, default=65536, help="skip whole-coupling compiles above this")
   p.add_argument("--chunked_batch", type=int, default=65536)
   p.add_argument("--chunked_dim", type=int, default=512)
-  p.add_argument("--chunk_size", type=int, default=512)
+  p.add_argument("--chunk_size", type=int, default=1024)
   p.add_argument("--time_batch", type=int, default=2048)
+  p.add_argument("--time_chunk", type=int, default=256, help="chunk_size of the one-device chunked timing")
   p.add_argument("--repeats", type=int, default=7)
   p.add_argument("--cli_batch", type=int, default=16384)
   p.add_argument("--cli_steps", type=int, default=3)
@@ -75,29 +77,25 @@ def main() -> None:
 
   losses = args.losses.split(",")
   batches = [int(b) for b in args.batches.split(",")]
-  out: dict[str, Any] = {
-      "command": "XLA_FLAGS=--xla_force_host_platform_device_count=8 python benchmarks/ot_clip_coupling_scale.py "
-                 + " ".join(sys.argv[1:]),
-      "jax": jax.__version__, "devices": jax.device_count(), "platform": jax.devices()[0].platform,
-      "load_average_at_start": os.getloadavg(), "dim": args.dim, "logit_scale": SCALE,
-      "unit": "per-device temp bytes / (4 * B^2 / devices), one float32 block of the coupling's rows",
-      "hyper": HYPER,
-  }
-  sections = args.sections.split(",")
-  if "memory" in sections:
-    out["memory"] = memory_table(losses, batches, args)
-  if "chunked" in sections:
-    out["chunked"] = chunked_table(args, batches)
-  if "step_time" in sections:
-    out["step_time"] = step_times(args)
-  if "cli" in sections:
-    out["cli"] = run_cli(args)
-  text = json.dumps(out, indent=1)
-  if args.out:
-    path = pathlib.Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
-    print("wrote", path)
+  command = ("XLA_FLAGS=--xla_force_host_platform_device_count=8 python benchmarks/ot_clip_coupling_scale.py "
+             + " ".join(sys.argv[1:]))
+  path = pathlib.Path(args.out) if args.out else None
+  # Sections can be run one at a time (each within a few CPU-minutes); each keeps its own command.
+  out: dict[str, Any] = json.loads(path.read_text()) if path is not None and path.exists() else {}
+  out.update({"jax": jax.__version__, "devices": jax.device_count(), "platform": jax.devices()[0].platform,
+              "dim": args.dim, "logit_scale": SCALE,
+              "unit": "per-device temp bytes / (4 * B^2 / devices), one float32 block of the coupling's rows",
+              "hyper": HYPER})
+  runs = {"memory": lambda: memory_table(losses, batches, args), "chunked": lambda: chunked_table(args, batches),
+          "step_time": lambda: step_times(args), "cli": lambda: run_cli(args)}
+  for section in args.sections.split(","):
+    load = os.getloadavg()
+    out[section] = runs[section]()
+    out[section].update(command=command, load_average_at_start=load)
+    if path is not None:
+      path.parent.mkdir(parents=True, exist_ok=True)
+      path.write_text(json.dumps(out, indent=1) + "\n")
+      print("wrote", path, "section", section, flush=True)
 
 
 def _inputs(batch: int, dim: int, mesh: Any) -> tuple[Any, Any, Any]:
@@ -108,10 +106,10 @@ def _inputs(batch: int, dim: int, mesh: Any) -> tuple[Any, Any, Any]:
   return spec, spec, jax.ShapeDtypeStruct((), "float32")
 
 
-def _value_and_grad(loss: Callable[..., Any]) -> Callable[..., Any]:
-  """jit(value_and_grad) over both embeddings and the logit scale (traced, as a learned one is)."""
+def _value_and_grad(loss: Callable[..., Any], scale_grad: bool = False) -> Callable[..., Any]:
+  """jit(value_and_grad) over both embeddings (and the logit scale); the scale is traced, as a learned one is."""
   import jax  # pylint: disable=import-outside-toplevel
-  return jax.jit(jax.value_and_grad(lambda x, y, s: loss(x, y, s, BIAS), argnums=(0, 1, 2)))
+  return jax.jit(jax.value_and_grad(lambda x, y, s: loss(x, y, s, BIAS), argnums=(0, 1, 2) if scale_grad else (0, 1)))
 
 
 def _temp_bytes(fn: Callable[..., Any], *specs: Any) -> tuple[int, float]:
@@ -141,7 +139,14 @@ def memory_table(losses: list[str], batches: list[int], args: argparse.Namespace
         rows.setdefault(name, {}).setdefault(form, {})[str(batch)] = row
         print(f"memory {name} {form} B={batch}: {temp / GIB:.3f} GiB = {temp / block:.2f} x B^2/{args.devices}",
               flush=True)
-  return {"mesh": f"data{args.devices} (Explicit)", "losses": rows}
+    # As a train step differentiates it: the learned scale's gradient too, at the smallest batch.
+    batch = batches[0]
+    with jax.set_mesh(mesh):
+      temp, cpu = _temp_bytes(_value_and_grad(forms["rows"], scale_grad=True), *_inputs(batch, args.dim, mesh))
+    rows[name]["rows_with_scale_grad"] = {str(batch): {"temp_bytes": temp, "temp_gib": temp / GIB,
+                                                       "blocks": temp / (4.0 * batch * batch / args.devices)}}
+  return {"mesh": f"data{args.devices} (Explicit)", "gradients": "both embeddings (rows_with_scale_grad: and the scale)",
+          "losses": rows}
 
 
 def chunked_table(args: argparse.Namespace, batches: list[int]) -> dict[str, Any]:
@@ -151,7 +156,7 @@ def chunked_table(args: argparse.Namespace, batches: list[int]) -> dict[str, Any
                                                                    "dim": args.chunked_dim, "limit_gib": 2.0}}
   for name in CHUNKED:
     loss = get_loss(name, chunk_size=args.chunk_size, **HYPER.get(name, {}))
-    temp, cpu = _temp_bytes(_value_and_grad(loss), *_inputs(args.chunked_batch, args.chunked_dim, None))
+    temp, cpu = _temp_bytes(_value_and_grad(loss, scale_grad=True), *_inputs(args.chunked_batch, args.chunked_dim, None))
     out.setdefault("at_goal", {})[name] = {"temp_bytes": temp, "temp_gib": temp / GIB, "compile_cpu_s": cpu,
                                            "within_goal": temp <= 2 * GIB}
     print(f"chunked {name} B={args.chunked_batch} D={args.chunked_dim}: {temp / GIB:.3f} GiB", flush=True)
@@ -188,15 +193,15 @@ def step_times(args: argparse.Namespace) -> dict[str, Any]:
   x = jax.random.normal(kx, (batch, args.dim))
   y = x + jax.random.normal(ky, (batch, args.dim))
   xs, ys = (jax.device_put(a, NamedSharding(mesh, P("data"))) for a in (x, y))
-  out: dict[str, Any] = {"batch": batch, "dim": args.dim, "repeats": args.repeats,
+  out: dict[str, Any] = {"batch": batch, "dim": args.dim, "repeats": args.repeats, "chunk_size": args.time_chunk,
                          "note": "virtual CPU devices share the host's cores: 'whole' runs the full loss on every "
                                  "device, 'rows' 1/n of it on each"}
   for name in ("infonce", "entropic_ot", "unbalanced_ot", "dbot"):
     hyper = HYPER.get(name, {})
-    whole = _value_and_grad(lambda a, b, s, c, f=LOSSES.get(name), h=hyper: f(a, b, s, c, **h))
-    rows = _value_and_grad(get_loss(name, **hyper))
-    dense = _value_and_grad(get_loss(name, **hyper))
-    chunked = _value_and_grad(get_loss(name, chunk_size=args.chunk_size, **hyper))
+    whole = _value_and_grad(lambda a, b, s, c, f=LOSSES.get(name), h=hyper: f(a, b, s, c, **h), scale_grad=True)
+    rows = _value_and_grad(get_loss(name, **hyper), scale_grad=True)
+    dense = _value_and_grad(get_loss(name, **hyper), scale_grad=True)
+    chunked = _value_and_grad(get_loss(name, chunk_size=args.time_chunk, **hyper), scale_grad=True)
     with jax.set_mesh(mesh):
       sharded = _interleaved({"whole": lambda: whole(xs, ys, SCALE), "rows": lambda: rows(xs, ys, SCALE)},
                              args.repeats)
@@ -214,7 +219,7 @@ def run_cli(args: argparse.Namespace) -> dict[str, Any]:
   work = pathlib.Path(args.workdir)
   data = work / "pairs"
   data.mkdir(parents=True, exist_ok=True)
-  rows = int(args.cli_batch / 0.9) + 64  # the training split (90 %) holds one global batch
+  rows = int(args.cli_batch / 0.8) + 64  # the tiny config holds out 20 %: the rest holds one global batch
   r = np.random.default_rng(0)
   image = r.standard_normal((rows, 32)).astype(np.float32)
   np.save(data / "image.npy", image)

@@ -71,6 +71,12 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "Step time of MoMo, MoMo-Adam, optax.contrib's versions, SGD-M and Adam through the shared step.",
         "python benchmarks/momo_step_time.py --out benchmarks/results/momo/step_time.json",
         "methods/momo.md"),
+    "ot_clip/coupling_scale.json": (
+        "OT-CLIP losses' B x B coupling: per-device memory whole vs split by rows on 8 devices, chunked on one; "
+        "step time ratios; the two-tower CLI at batch 16384.",
+        "XLA_FLAGS=--xla_force_host_platform_device_count=8 python benchmarks/ot_clip_coupling_scale.py "
+        "--out=benchmarks/results/ot_clip/coupling_scale.json",
+        "methods/ot_clip.md"),
     "ot_clip/step_time.json": (
         "OT-CLIP losses' step time against the InfoNCE baseline (ratios, loss-only times).",
         "python benchmarks/ot_clip_step_time.py --out=benchmarks/results/ot_clip",

@@ -1,7 +1,8 @@
 """OT-CLIP two-tower training on digit images and generated captions, through the shared step.
 
-The loss couples the whole global batch (entropic OT plan over B x B), which the step handles by
-jitting over the sharded global batch. Evaluation is zero-shot classification from held-out
+The loss couples the whole global batch (entropic OT plan over B x B); the step jits over the
+sharded global batch, and the loss keeps the plan split by rows over "data" (``make_two_tower_loss``
+with the task's mesh). Evaluation is zero-shot classification from held-out
 prompt templates: CLIP's argmax and OT-CLIP's transductive OT inference (Shi et al., Sec. 5).
 """
 
