@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -217,6 +218,7 @@ def run_cli(args: argparse.Namespace) -> dict[str, Any]:
   """The two-tower task through ``python -m jaxlab.main`` at a CLIP-scale batch on the virtual devices."""
   import numpy as np  # pylint: disable=import-outside-toplevel
   work = pathlib.Path(args.workdir)
+  shutil.rmtree(work / "run", ignore_errors=True)  # a fresh run each time, not a resume of the last one
   data = work / "pairs"
   data.mkdir(parents=True, exist_ok=True)
   rows = int(args.cli_batch / 0.8) + 64  # the tiny config holds out 20 %: the rest holds one global batch
@@ -239,7 +241,10 @@ def run_cli(args: argparse.Namespace) -> dict[str, Any]:
   result = {"command": " ".join(shown), "data": f"{rows} synthetic pairs of 32-dim embeddings (text = image + noise)",
             "returncode": proc.returncode, "wall_s": time.perf_counter() - start,
             "children_cpu_s": (cpu1.children_user + cpu1.children_system) - (cpu0.children_user + cpu0.children_system),
-            "stdout_tail": proc.stdout[-1500:], "stderr_tail": proc.stderr[-1500:]}
+            "summary": {line.split()[0]: " ".join(line.split()[1:]) for line in proc.stdout.splitlines()
+                        if line.split() and line.split()[0] in ("devices", "mesh", "steps", "final_loss",
+                                                                 "nonfinite_skipped", "pairs_per_sec")},
+            "stderr_tail": proc.stderr[-600:] if proc.returncode else ""}
   print("cli", {k: v for k, v in result.items() if not k.endswith("_tail")}, flush=True)
   return result
 

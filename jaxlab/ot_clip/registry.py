@@ -59,7 +59,10 @@ def get_loss(name: str, *, chunk_size: int | None = None, axis_name: Any = None,
   runs every check and computes nothing). Hyper-parameters must be scalars here (per-column
   DBOT bounds depend on the batch size: call ``dbot_loss`` directly).
 
-  Where the B x B coupling lives (``jaxlab.ot_clip.coupling``; every form computes the same loss):
+  ``chunk_size``, ``axis_name`` and ``mesh`` say where the B x B coupling lives
+  (``jaxlab.ot_clip.coupling``); every form computes the dense definition's value and gradient.
+  The split and chunked forms solve Sinkhorn-type plans with log-domain updates (the dense
+  balanced solver's absorbed updates are the same updates) and have no ``implicit``/``use_ott``.
 
   Args:
     name: a name of :data:`LOSSES`.
@@ -72,8 +75,12 @@ def get_loss(name: str, *, chunk_size: int | None = None, axis_name: Any = None,
       the mesh set by ``jax.set_mesh`` (or ``mesh``) to split the coupling's rows over. None:
       the rows are split over the embeddings' ``Explicit`` mesh axes, if any (``jax.make_mesh``'s
       default), else the dense definition runs and the compiler places it.
-    mesh: the mesh of ``axis_name`` when the call is not under ``jax.set_mesh``.
+    mesh: the ``jax.sharding.Mesh`` of ``axis_name`` when the call is not under ``jax.set_mesh``
+      (the two-tower tasks pass theirs).
     **kwargs: the loss's hyper-parameters (``hyperparameter_names``).
+
+  Returns:
+    ``loss(x, y, logit_scale, logit_bias=None) -> scalar``.
 
   Examples:
     >>> import jax

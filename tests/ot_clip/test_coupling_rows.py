@@ -183,3 +183,45 @@ def test_bad_chunk_size_and_axis_name_are_one_line():
     jax.jit(lambda x, y: get_loss("infonce", axis_name="batch")(x, y, SCALE))(x, y)
   with pytest.raises(InputError, match="logit_scale must be a finite number > 0"):
     get_loss("entropic_ot", chunk_size=16)(x, y, 0.0)
+
+
+def _temp_blocks(loss, batch: int, dim: int, mesh) -> float:
+  """Per-device temporaries of value-and-gradient (embeddings and scale), compile only, in B x B / n float32 blocks."""
+  sharding = None if mesh is None else NamedSharding(mesh, P("data"))
+  spec = jax.ShapeDtypeStruct((batch, dim), jnp.float32, sharding=sharding)
+  scale = jax.ShapeDtypeStruct((), jnp.float32)
+  fn = jax.jit(jax.value_and_grad(lambda x, y, s: loss(x, y, s, BIAS), argnums=(0, 1, 2)))
+  if mesh is None:
+    compiled = fn.lower(spec, spec, scale).compile()
+  else:
+    with jax.set_mesh(mesh):
+      compiled = fn.lower(spec, spec, scale).compile()
+  devices = 1 if mesh is None else mesh.size
+  return compiled.memory_analysis().temp_size_in_bytes / (4 * batch * batch / devices)
+
+
+# The goal: <= 4 blocks of the coupling's rows per device (FGW/U-FG: split by rows, more blocks for
+# its structure term). The texts gathered as [B, d] add d / (B / n) blocks: small at these sizes.
+GOAL_BLOCKS = {"fgw": 16.0, "ufgw": 16.0}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_split_rows_hold_at_most_4_blocks_per_device(name):
+  mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Explicit,))
+  blocks = _temp_blocks(get_loss(name), 2048, 32, mesh)
+  assert blocks <= GOAL_BLOCKS.get(name, 4.0), (name, blocks)
+
+
+@pytest.mark.slow
+def test_memory_goals_at_clip_scale():
+  """Slow (compile only, ~1 min): ``test_split_rows_hold_at_most_4_blocks_per_device`` checks the split at B = 2048.
+
+  B = 8192 on 8 devices: <= 4 blocks of B^2/8 float32 for every loss but FGW; B = 65,536, D = 512
+  on one device with chunk_size 1024: within 2 GiB (benchmarks/ot_clip_coupling_scale.py measures both).
+  """
+  mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Explicit,))
+  for name in ("infonce", "siglip", "one_sided_ot", "entropic_ot", "unbalanced_ot", "dbot"):
+    assert _temp_blocks(get_loss(name), 8192, 256, mesh) <= 4.0, name
+  for name in ("infonce", "siglip", "entropic_ot", "unbalanced_ot", "dbot"):
+    gib = _temp_blocks(get_loss(name, chunk_size=1024), 65536, 512, None) * 4 * 65536 ** 2 / 2 ** 30
+    assert gib <= 2.0, (name, gib)

@@ -10,10 +10,16 @@ compiled (never run) and its ``memory_analysis()`` must show, per device:
   task's rules (``config.sharding_rules``; replicated where no rule splits them);
 * the temporaries fall like the batch: temp(n) <= SLACK * temp(1) / n + STATE_TEMPS * the
   replicated state (gradients, updates and new moments of replicated parameters are replicated
-  by the rules, and so are their temporaries);
-* no temporary array larger than ``WHOLE_LIMIT`` bytes is held whole: every array of the 8-device
-  program above that size is smaller than its 1-device counterpart (its shape must change with n),
-  unless it has the shape of a state leaf.
+  by the rules, and so are their temporaries) + ``MIN_WHOLE`` (scalars and small vectors);
+* no temporary larger than the global batch itself (and ``MIN_WHOLE`` bytes) is held whole: an
+  array of the many-device program that big must not have a shape of the 1-device program (it
+  must shrink with n), unless it has the shape of a state leaf (replicated by the rules). Arrays of
+  the batch's size may be whole by design (the OT-CLIP texts, all-gathered as [B, d]).
+
+A task whose step collects its own data (DQN: no batch argument, the replay buffer in the state)
+splits vmapped runs over "data", not a batch: it is measured with ``RUNS`` runs, whose state and
+temporaries must fall as 1/n. (A single DQN run is not data-parallel: its whole step runs on every
+device, 7.6 MB of temporaries per device at 1 and at 8 devices for ``dqn_minatar:tiny``.)
 
 Compile only, ~60 s of CPU for the fast cases (1 and 8 devices); 2 and 4 devices are ``slow``
 (``test_task_scales_with_the_devices[...]`` covers the same contract at the two ends).
@@ -38,14 +44,17 @@ from tests.train.test_task_contract import CONTRACT
 SLACK = 2.0
 #: Temporaries of the state's size per replicated state byte: gradient, update, new moments.
 STATE_TEMPS = 3.0
-#: Arrays at most this large may be held whole (scalars, per-device vectors, small tables).
-WHOLE_LIMIT = 1 << 20
+#: Arrays at most this large (or the global batch's size) may be held whole.
+MIN_WHOLE = 64 << 10
 #: Per task: config keys that make the batch-proportional work dominate (still compile-only).
 BIGGER = {
     "digits_classification": {"batch_size": 1024},
     "digits_two_tower": {"batch_size": 1024},
     "clip_files": {"batch_size": 32},
 }
+#: Tasks whose step collects its own data (no batch argument): they scale by vmapped runs over "data".
+BY_RUNS = ("dqn_minatar", "dqn_atari")
+RUNS = 8
 SHAPE = re.compile(r"= (f32|f16|bf16|s32|u32|s8|u8|pred|f64|s64)\[([0-9,]*)\]")
 ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "s8": 1, "u8": 1, "pred": 1, "f64": 8, "s64": 8}
 
@@ -72,6 +81,8 @@ def measure(task: str, devices: int, data_dir: str) -> dict[str, Any]:
   config = CONTRACT[task][0](data_dir)
   for key, value in BIGGER.get(task, {}).items():
     config[key] = value
+  if task in BY_RUNS:  # its step samples its own batch: what "data" splits is the vmapped runs
+    config.runs.seeds = RUNS
   setup = make_train_setup(config, jax.devices()[:devices])
   k = config.steps_per_call
   step = setup.train_step(k)
@@ -96,9 +107,10 @@ def measure(task: str, devices: int, data_dir: str) -> dict[str, Any]:
 
 
 def held_whole(one: dict[str, Any], many: dict[str, Any]) -> list[tuple[str, tuple[int, ...], int]]:
-  """Arrays above ``WHOLE_LIMIT`` that the many-device program holds at their one-device shape."""
+  """Arrays larger than the global batch that the many-device program holds at a one-device shape."""
+  limit = max(MIN_WHOLE, one["batch"] + one["state"] * (one["batch"] == 0))
   return sorted(((dtype, dims, _nbytes((dtype, dims))) for dtype, dims in many["arrays"]
-                 if _nbytes((dtype, dims)) > WHOLE_LIMIT and (dtype, dims) in one["arrays"]
+                 if _nbytes((dtype, dims)) > limit and (dtype, dims) in one["arrays"]
                  and dims not in many["state_shapes"]), key=lambda t: -t[2])
 
 
@@ -111,16 +123,25 @@ def _check(task: str, counts: tuple[int, ...], data_dir: str) -> None:
   rows = {n: measure(task, n, data_dir) for n in counts}
   one = rows[1]
   for n, row in rows.items():
+    # XLA holds exactly the shards the shardings say: the batch's and the state's, nothing replicated beyond.
     assert row["argument"] == row["batch"] + row["state"], (task, n, row["argument"], row["batch"], row["state"])
     assert row["batch"] * n == one["batch"], (task, n)
-    allowance = STATE_TEMPS * row["replicated_state"]
+    if task in BY_RUNS:
+      assert row["state"] * n == one["state"], (task, n, row["state"], one["state"])
+    allowance = STATE_TEMPS * row["replicated_state"] + MIN_WHOLE  # + a program's fixed small temporaries
     assert row["temp"] <= SLACK * one["temp"] / n + allowance, (task, n, row["temp"], one["temp"], allowance)
     if n > 1:
       assert not held_whole(one, row), (task, n, held_whole(one, row)[:5])
 
 
-@pytest.mark.parametrize("task", sorted(CONTRACT))
+#: Compiled at 1 and 8 devices in the default suite; dqn_atari's step (the Nature CNN, envpool) is
+#: the slowest to compile and has dqn_minatar's structure, so it is ``slow``.
+SLOW = ("dqn_atari",)
+
+
+@pytest.mark.parametrize("task", [pytest.param(t, marks=pytest.mark.slow) if t in SLOW else t for t in sorted(CONTRACT)])
 def test_task_scales_with_the_devices(task, data_dir):
+  """dqn_atari is slow here (``test_task_scales_with_the_devices[dqn_minatar]`` covers the same step)."""
   if task == "dqn_atari":
     pytest.importorskip("envpool")
   _check(task, (1, 8), data_dir)
