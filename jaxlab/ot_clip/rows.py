@@ -16,9 +16,10 @@ of a B-vector. Within a program the rows are visited in blocks of ``chunk_size``
 each block's similarities recomputed from the embeddings; with no ``chunk_size`` the rows form one
 block whose similarities ``x y^T`` are computed once and kept ([r, B]: the coupling's share).
 
-Each visit is ``jax.checkpoint``-ed: the backward pass recomputes a block's exponentials from its
-inputs (the block of similarities or the embeddings, and B-vectors of potentials), so autodiff keeps
-vectors per visit instead of a B x B array per Sinkhorn half-step.
+Each visit (SigLIP's total, FGW's moments, a one-sided LSE) is ``jax.checkpoint``-ed: the backward
+pass recomputes a block's exponentials from its inputs (the block of similarities or the embeddings,
+and vectors), so autodiff keeps no B x B array per visit. The Sinkhorn-type solves and InfoNCE's
+pair of LSEs have their own reverse sweep (``potentials.py``).
 """
 
 from __future__ import annotations

@@ -156,6 +156,14 @@ def test_inside_shard_map_axis_name_gives_the_global_loss(name):
   _check(name, got, want, x, y)
 
 
+def test_inside_pmap_axis_name_gives_the_global_loss():
+  x, y = _pair()
+  loss = get_loss("entropic_ot", axis_name="data")
+  got = jax.pmap(lambda a, b: loss(a, b, SCALE), axis_name="data")(x.reshape(8, 8, D), y.reshape(8, 8, D))
+  np.testing.assert_allclose(got, np.full(8, _dense("entropic_ot")[0]), rtol=0,
+                             atol=_value_atol("entropic_ot", np.asarray(x), np.asarray(y)))
+
+
 def test_i2t_accuracy_split_and_chunked_equals_dense():
   x, _ = _pair()
   y = x + 2.0 * jax.random.normal(jax.random.key(3), x.shape)
