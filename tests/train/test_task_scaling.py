@@ -37,7 +37,7 @@ import numpy as np
 import pytest
 
 from jaxlab.train.checkpoint import abstract_like
-from jaxlab.train.trainer import make_train_setup
+from jaxlab.experiment import make_train_setup
 from tests.train.test_task_contract import CONTRACT
 
 #: XLA may schedule a program's temporaries differently at another size (fusion, buffer reuse).
