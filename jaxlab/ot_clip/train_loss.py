@@ -22,8 +22,8 @@ from jaxlab.ot_clip.two_tower import LOG_MAX_SCALE, TwoTower
 LossFn = Callable[[Any, dict[str, jax.Array], jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]
 
 
-def make_two_tower_loss(model: nn.Module, loss_name: str, *, text_key: str = "tokens", mesh: Any = None,
-                        batch_axis: str = "data", **loss_kwargs: Any) -> LossFn:
+def make_two_tower_loss(model: nn.Module, loss_name: str, *, text_key: str = "tokens", chunk_size: int | None = None,
+                        mesh: Any = None, batch_axis: str = "data", **loss_kwargs: Any) -> LossFn:
   """Builds ``loss_fn(params, batch, rng, extra) -> (loss, metrics)``.
 
   ``batch`` holds ``"image"`` [B, ...] and, under ``text_key``, the texts: ``"tokens"`` [B, L]
@@ -36,15 +36,16 @@ def make_two_tower_loss(model: nn.Module, loss_name: str, *, text_key: str = "to
   ``mesh``: the mesh the batch is split over (its ``batch_axis``); given one whose ``batch_axis``
   has more than one device, the loss and the accuracy hold the B x B coupling split by rows over
   it (``get_loss(..., axis_name=batch_axis, mesh=mesh)``). None (or vmapped runs, whose run axis
-  is what is split): the compiler places the dense loss. ``loss_kwargs`` may hold ``chunk_size``
-  (``get_loss``): the coupling is then visited that many rows at a time.
+  is what is split): the compiler places the dense loss. ``chunk_size``: the coupling is visited
+  that many rows at a time (``get_loss``). ``loss_kwargs``: the loss's hyper-parameters.
+  (The two-tower tasks build this from their config: ``jaxlab.tasks.clip_config.make_loss_fn``.)
   """
   if isinstance(model, TwoTower) and "max_logit_scale" in hyperparameter_names(LOSSES.get(loss_name)):
     loss_kwargs = {"max_logit_scale": math.exp(LOG_MAX_SCALE), **loss_kwargs}
   split = mesh is not None and batch_axis in mesh.shape and mesh.shape[batch_axis] > 1
   where = {"axis_name": batch_axis, "mesh": mesh} if split else {}
-  loss = get_loss(loss_name, **where, **loss_kwargs)
-  chunk_size = check_chunk_size(loss_kwargs.get("chunk_size"))
+  loss = get_loss(loss_name, chunk_size=chunk_size, **where, **loss_kwargs)
+  chunk_size = check_chunk_size(chunk_size)
   axes = check_axis_name(batch_axis) if split else None
 
   def loss_fn(params: Any, batch: dict[str, jax.Array], rng: jax.Array, extra: Any

@@ -19,9 +19,9 @@ from jaxlab.data.batching import batch_indices
 from jaxlab.data.digits import load_digits_split
 from jaxlab.ot_clip import digits_pairs
 from jaxlab.ot_clip.evaluation import classify
-from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
 from jaxlab.ot_clip.two_tower_inference import two_tower_fns
+from jaxlab.tasks.clip_config import make_loss_fn
 from jaxlab.train.context import TaskContext
 from jaxlab.train.task import TASKS, Inference, Task
 
@@ -48,9 +48,7 @@ def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Tas
     return digits_pairs.caption_tokens(data["y_train"], vocab, np.random.default_rng(seed))
   prompts = digits_pairs.class_prompt_tokens(vocab)  # [classes, templates, L], held-out templates
   model = TwoTower(vocab_size=len(vocab) + 1, **dict(config.model))
-  loss_kwargs = dict(config.loss)
-  # The coupling is split by rows over "data" unless vmapped runs are what "data" splits.
-  loss_fn = make_two_tower_loss(model, loss_kwargs.pop("name"), mesh=None if ctx.runs else ctx.mesh, **loss_kwargs)
+  loss_fn = make_loss_fn(config, ctx, model)
 
   def init_params(rng):
     return model.init(rng, jnp.zeros((1, 64)), jnp.zeros((1, prompts.shape[-1]), jnp.int32))["params"]
