@@ -32,7 +32,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from jaxlab.ot_clip.rows import CouplingRows, Kernel, as_varying
+from jaxlab.ot_clip.rows import CouplingRows, Kernel, as_varying, replicated_cotangent
 
 UpdateMaps = tuple[Callable[[jax.Array], jax.Array], Callable[[jax.Array], jax.Array]]
 #: The kept [r, B] block is visited in this many row pieces (if they divide r): every softmax is an
@@ -214,6 +214,8 @@ def _solve_bwd(static: tuple, residuals: tuple, cotangents: tuple[jax.Array, jax
   acc = block.zero_cotangents()
 
   if with_mass:  # mass = sum_ij P_ij: d P = mass_bar, into log K, alpha and beta (a per-device part)
+    mass_bar = replicated_cotangent(mass_bar, x, axis_name)
+
     def mass_terms(i, carry):
       a_bar, b_bar, acc = carry
       plan = mass_bar * block.plan(i, alpha, kept[2][-1])
@@ -279,6 +281,7 @@ def _lse_bwd(static: tuple, residuals: tuple, cotangents: tuple[jax.Array, jax.A
   fn, axis_name, chunk_size = static
   x, y, sim, kparams, scale, r, c = residuals
   r_bar, c_bar = cotangents
+  c_bar = replicated_cotangent(c_bar, x, axis_name)
   block = _Pieces(fn, x, y, sim, kparams, scale, (), axis_name, chunk_size)
 
   def body(i, acc):

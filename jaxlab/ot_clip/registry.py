@@ -71,7 +71,8 @@ def get_loss(name: str, *, chunk_size: int | None = None, axis_name: Any = None,
       instead of O(B^2). Must divide the rows (per device, when they are split). None: no chunking.
     axis_name: the mesh axis (or tuple of axes) the batch rows are split over. Inside
       ``jax.shard_map`` over that axis (or ``pmap``) the call takes this device's rows and returns
-      the global batch's loss, with explicit collectives. Under ``jax.jit`` it names the axis of
+      the global batch's loss, with explicit collectives (in ``pmap``, as for any ``psum``-ed loss,
+      ``pmean`` the parameters' gradients). Under ``jax.jit`` it names the axis of
       the mesh set by ``jax.set_mesh`` (or ``mesh``) to split the coupling's rows over. None:
       the rows are split over the embeddings' ``Explicit`` mesh axes, if any (``jax.make_mesh``'s
       default), else the dense definition runs and the compiler places it.

@@ -55,6 +55,23 @@ def as_varying(tree: Any, axis_name: AxisName | None) -> Any:
   return jax.tree.map(cast, tree)
 
 
+def replicated_cotangent(cotangent: Any, x: jax.Array, axis_name: AxisName | None) -> Any:
+  """The whole cotangent of an output that every device holds alike (a column LSE, a total), given this copy's.
+
+  Inside ``jax.shard_map`` values carry their varying type (``x``, this device's rows, varies over
+  ``axis_name``) and such an output's cotangent is already the whole one. Inside ``pmap`` (or
+  ``shard_map(check_vma=False)``) nothing is typed and ``psum`` transposes to ``psum``: each device's
+  copy of the output gets its own cotangent, and the output's is their sum over the devices. (So
+  there a device's gradient is n times its share, as for every ``psum``-ed loss in ``pmap``: a
+  ``pmean`` of the parameters' gradients gives the global batch's.)
+  """
+  if axis_name is None:
+    return cotangent
+  axes = tuple(axis_name) if isinstance(axis_name, tuple) else (axis_name,)
+  varying = getattr(getattr(jax.typeof(x), "mat", None), "varying", frozenset())
+  return cotangent if all(a in varying for a in axes) else jax.lax.psum(cotangent, axis_name)
+
+
 @dataclasses.dataclass(frozen=True)
 class Kernel:
   """A block's log-kernel ``scale * fn(x_c, sim_c, params, *row_args_c)``: a module-level ``fn``, arrays ``params``.

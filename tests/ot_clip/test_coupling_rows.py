@@ -156,12 +156,28 @@ def test_inside_shard_map_axis_name_gives_the_global_loss(name):
   _check(name, got, want, x, y)
 
 
-def test_inside_pmap_axis_name_gives_the_global_loss():
+@pytest.mark.parametrize("name", ["infonce", "unbalanced_ot"])
+def test_inside_pmap_axis_name_gives_the_global_loss_and_gradient(name):
+  # Legacy per-device code: a projection replicated over the devices, each device's rows; pmap's
+  # psum transposes to psum, so each device's gradient is n x its share and their pmean is the
+  # global batch's (infonce: the column LSE's own VJP; unbalanced_ot: the solver's and its mass's).
   x, y = _pair()
-  loss = get_loss("entropic_ot", axis_name="data")
-  got = jax.pmap(lambda a, b: loss(a, b, SCALE), axis_name="data")(x.reshape(8, 8, D), y.reshape(8, 8, D))
-  np.testing.assert_allclose(got, np.full(8, _dense("entropic_ot")[0]), rtol=0,
-                             atol=_value_atol("entropic_ot", np.asarray(x), np.asarray(y)))
+  proj = jnp.eye(D) + 0.1 * jax.random.normal(jax.random.key(5), (D, D))
+  dense = jax.value_and_grad(lambda w: get_loss(name)(x @ w, y, SCALE))(proj)
+  loss = get_loss(name, axis_name="data")
+
+  def per_device(w, a, b):
+    value, grad = jax.value_and_grad(lambda w: loss(a @ w, b, SCALE))(w)
+    return value, jax.lax.pmean(grad, "data")
+
+  value, grad = jax.pmap(per_device, axis_name="data", in_axes=(None, 0, 0))(proj, x.reshape(8, 8, D),
+                                                                             y.reshape(8, 8, D))
+  atol = _value_atol(name, np.asarray(x), np.asarray(y))
+  np.testing.assert_allclose(value, np.full(8, dense[0]), rtol=0, atol=atol)
+  # The projection adds a D-term dot forwards, a B-term sum backwards and the pmean's 8 terms.
+  tol = _grad_tol(name, np.asarray(x), np.asarray(y)) + 2 * gamma(D + B + 8)
+  for g in grad:  # the same on every device
+    assert_close_to_scale(g, dense[1], tol, err_msg=name)
 
 
 def test_i2t_accuracy_split_and_chunked_equals_dense():
