@@ -8,6 +8,9 @@ Side by side in one run, on XLA:CPU virtual devices (compile-only memory from XL
   *whole* is the dense definition as it ran before (every device holds the coupling:
   ``LOSSES.get(name)``), *rows* is ``get_loss(name)`` (the coupling split by rows). In units of
   one B x B / n float32 block.
+* ``devices``: the rows split over 1, 2, 4 and 8 devices at B = 8192 (``--devices_losses``): the
+  per-device temp must fall as 1/n (FGW and U-FG hold more blocks than the others; this shows they
+  are split by rows all the same).
 * ``chunked``: the same on one device with ``get_loss(name, chunk_size=...)`` at B = 65,536,
   dim 512 (the 2 GiB goal), and at the batches above.
 * ``step_time``: value-and-gradient seconds, whole vs rows, on the 8 virtual devices at a batch
@@ -16,10 +19,10 @@ Side by side in one run, on XLA:CPU virtual devices (compile-only memory from XL
   written to ``--workdir``) at ``--config.batch_size=16384`` on 8 virtual devices, a few steps.
 
   XLA_FLAGS=--xla_force_host_platform_device_count=8 nice -n 5 python benchmarks/ot_clip_coupling_scale.py \
-      --out=benchmarks/results/ot_clip/coupling_scale.json [--sections=memory,chunked,step_time,cli]
+      --out=benchmarks/results/ot_clip/coupling_scale.json [--sections=memory,devices,chunked,step_time,cli]
 
-``--sections`` runs some of the four and merges them into an existing result file, each section with
-the command that wrote it. CPU time on 2 cores: memory ~10 min (72 compiles), chunked ~3 min,
+``--sections`` runs some of the five and merges them into an existing result file, each section with
+the command that wrote it. CPU time on 2 cores: memory ~10 min (72 compiles), devices ~2 min, chunked ~3 min,
 step_time ~5 min, cli ~5 min.
 """
 
@@ -47,12 +50,13 @@ GIB = 2.0 ** 30
 def _parse() -> argparse.Namespace:
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("--out", default="")
-  p.add_argument("--sections", default="memory,chunked,step_time,cli", help="which parts to run")
+  p.add_argument("--sections", default="memory,devices,chunked,step_time,cli", help="which parts to run")
   p.add_argument("--devices", type=int, default=8)
   p.add_argument("--batches", default="8192,16384,32768,65536")
   p.add_argument("--dim", type=int, default=256, help="embedding width of the memory table")
   p.add_argument("--losses", default=",".join(LOSSES_ALL))
   p.add_argument("--whole_max_batch", type=int, default=65536, help="skip whole-coupling compiles above this")
+  p.add_argument("--devices_losses", default="entropic_ot,fgw,ufgw", help="losses of the 'devices' section")
   p.add_argument("--chunked_batch", type=int, default=65536)
   p.add_argument("--chunked_dim", type=int, default=512)
   p.add_argument("--chunk_size", type=int, default=1024)
@@ -88,6 +92,7 @@ def main() -> None:
               "unit": "per-device temp bytes / (4 * B^2 / devices), one float32 block of the coupling's rows",
               "hyper": HYPER})
   runs = {"memory": lambda: memory_table(losses, batches, args), "chunked": lambda: chunked_table(args, batches),
+          "devices": lambda: devices_table(args),
           "step_time": lambda: step_times(args), "cli": lambda: run_cli(args)}
   for section in args.sections.split(","):
     load = os.getloadavg()
@@ -148,6 +153,27 @@ def memory_table(losses: list[str], batches: list[int], args: argparse.Namespace
                                                        "blocks": temp / (4.0 * batch * batch / args.devices)}}
   return {"mesh": f"data{args.devices} (Explicit)", "gradients": "both embeddings (rows_with_scale_grad: and the scale)",
           "losses": rows}
+
+
+def devices_table(args: argparse.Namespace) -> dict[str, Any]:
+  """Per-device temp of the rows split over 1, 2, 4, ... devices at the first batch: does it fall as 1/n?"""
+  import jax  # pylint: disable=import-outside-toplevel
+  from jaxlab.ot_clip import get_loss  # pylint: disable=import-outside-toplevel
+  batch = int(args.batches.split(",")[0])
+  counts = [n for n in (1, 2, 4, 8, 16) if n <= args.devices]
+  out: dict[str, Any] = {"batch": batch, "dim": args.dim, "devices": counts,
+                         "note": "1 device: the dense definition (nothing to split); blocks of B^2 / n"}
+  for name in args.devices_losses.split(","):
+    loss = get_loss(name, **HYPER.get(name, {}))
+    for n in counts:
+      mesh = jax.make_mesh((n,), ("data",), devices=jax.devices()[:n], axis_types=(jax.sharding.AxisType.Explicit,))
+      with jax.set_mesh(mesh):
+        temp, cpu = _temp_bytes(_value_and_grad(loss), *_inputs(batch, args.dim, mesh))
+      out.setdefault(name, {})[str(n)] = {"temp_bytes": temp, "temp_gib": temp / GIB,
+                                          "blocks": temp / (4.0 * batch * batch / n), "compile_cpu_s": cpu}
+      print(f"devices {name} n={n} B={batch}: {temp / GIB:.3f} GiB = {temp / (4.0 * batch * batch / n):.2f} x B^2/n",
+            flush=True)
+  return out
 
 
 def chunked_table(args: argparse.Namespace, batches: list[int]) -> dict[str, Any]:
@@ -238,7 +264,8 @@ def run_cli(args: argparse.Namespace) -> dict[str, Any]:
   shown = ["XLA_FLAGS=--xla_force_host_platform_device_count=8", "python", "-m", "jaxlab.main",
            "--config=configs/clip_files.py:tiny", "--workdir=<workdir>/run",
            *[f.replace(str(data), "<workdir>/pairs") for f in flags]]
-  result = {"command": " ".join(shown), "data": f"{rows} synthetic pairs of 32-dim embeddings (text = image + noise)",
+  # "cli_command": the run's own command ("command" is the section's: the benchmark's).
+  result = {"cli_command": " ".join(shown), "data": f"{rows} synthetic pairs of 32-dim embeddings (text = image + noise)",
             "returncode": proc.returncode, "wall_s": time.perf_counter() - start,
             "children_cpu_s": (cpu1.children_user + cpu1.children_system) - (cpu0.children_user + cpu0.children_system),
             "summary": {line.split()[0]: " ".join(line.split()[1:]) for line in proc.stdout.splitlines()
