@@ -33,6 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from jaxlab.errors import InputError
+from jaxlab.registry import optional_imports
 from jaxlab.train import workdir as workdir_lib
 from jaxlab.train.checkpoint import BOOKKEEPING_KEYS
 
@@ -225,7 +226,8 @@ def iqm_ci(scores: np.ndarray, reps: int = BOOTSTRAP_REPS, seed: int = 0) -> tup
   Returns:
     ``(iqm, ci_low, ci_high)``.
   """
-  from rliable import library, metrics  # noqa: PLC0415 - the rl extra
+  with optional_imports(f"{__name__}.iqm_ci"):
+    from rliable import library, metrics  # noqa: PLC0415 - the rl extra
   aggregate = lambda x: np.array([metrics.aggregate_iqm(x)])  # noqa: E731
   saved = np.random.get_state()
   np.random.seed(seed)
@@ -382,9 +384,10 @@ def to_markdown(report: dict[str, Any]) -> str:
 
 def plot_curves(workdirs: Sequence[Workdir], report: dict[str, Any], path: str) -> None:
   """Learning curves to ``path`` (PNG): per-run lines, per-setting mean and 95% CI band."""
-  import matplotlib  # noqa: PLC0415
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # noqa: PLC0415
+  with optional_imports(f"{__name__}.plot_curves"):
+    import matplotlib  # noqa: PLC0415
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
 
   metrics = report["metrics"]
   cols = min(3, len(metrics))

@@ -6,12 +6,14 @@ distributional target and n-step returns (``c51_target``, ``c51_loss``, ``n_step
 environments (``make_env``: MinAtar as Dopamine runs it, any gymnax id, or your own in ``ENVS``) and
 replay (``make_replay``, flashbax), Atari 2600 games
 (``make_atari``, envpool) and their frame-stacking replay (``make_frame_replay``). Environments
-and replays need the ``rl`` / ``atari`` extras (``pip install jaxlab[rl,atari]``) and are
-imported on first use, so the networks and the loss work without them.
+and replays need the ``rl`` / ``atari`` extras (``pip install 'jaxlab[rl,atari]'``) and are
+imported on first use, so the networks and the loss work without them; without the extra, the
+first use is one line naming it (:func:`jaxlab.registry.optional_imports`).
 """
 
 import importlib as _importlib
 
+from jaxlab.registry import optional_imports as _optional_imports
 from jaxlab.rl.distributional import (c51_loss, c51_support, c51_target, expected_q, n_step_returns,
                                      project_distribution)
 from jaxlab.rl.dqn import epsilon_greedy, linear_epsilon, periodic_sync, td_loss
@@ -34,7 +36,8 @@ __all__ = ["HEADS", "ImpalaEncoder", "NoisyDense", "QNetwork", "RainbowHead", "c
 
 def __getattr__(name: str) -> object:
   if name in _LAZY:
-    return getattr(_importlib.import_module(f"jaxlab.rl.{_LAZY[name]}"), name)
+    with _optional_imports(f"jaxlab.rl.{name}"):  # gymnax / flashbax missing: one line naming the extra
+      return getattr(_importlib.import_module(f"jaxlab.rl.{_LAZY[name]}"), name)
   raise AttributeError(f"module 'jaxlab.rl' has no attribute {name!r}")
 
 

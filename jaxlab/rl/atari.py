@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.errors import InputError, check, check_bool, check_range, is_int
+from jaxlab.registry import optional_imports
 
 FRAME_SHAPE = (84, 84)
 STACK_SIZE = 4                    # Dopamine's NATURE_DQN_STACK_SIZE
@@ -68,14 +69,16 @@ _FIXED_OPTIONS = dict(img_height=FRAME_SHAPE[0], img_width=FRAME_SHAPE[1], gray_
 
 def available_games() -> list[str]:
   """Atari games this envpool install has ROMs for, as Dopamine names them ("Pong", "SpaceInvaders")."""
-  from envpool.registration import registry
+  with optional_imports(f"{__name__}.available_games"):
+    from envpool.registration import registry
   return sorted(task[:-3] for task, (module, _, _) in registry.specs.items()
                 if module == "envpool.atari" and task.endswith("-v5"))
 
 
 def rom_path(game: str) -> str:
   """Where envpool looks for ``game``'s ROM (the file need not exist)."""
-  from envpool.registration import registry
+  with optional_imports(f"{__name__}.rom_path"):
+    from envpool.registration import registry
   _, _, kwargs = registry.specs[f"{game}-v5"]
   return os.path.join(kwargs["base_path"], "atari", "roms", f"{kwargs['task']}.bin")
 
@@ -313,7 +316,8 @@ def make_atari(name: str, *, num_envs: int = 1, seeds: Sequence[int] = (0,),
   check_range(sticky_action_prob, n["sticky_action_prob"], 0, 1, meaning="Dopamine: 0.25", high_open=True)
   check_bool(full_action_space, n["full_action_space"])
   check(step_via in STEP_VIA, f"{n['step_via']}={step_via!r}; choose one of {STEP_VIA}")
-  import envpool
+  with optional_imports(f"{__name__}.make_atari"):
+    import envpool
   total = len(seeds) * num_envs
   pool = envpool.make(f"{name}-v5", env_type="gymnasium", num_envs=total, batch_size=total,
                       seed=env_seeds(seeds, num_envs), num_threads=num_threads, frame_skip=frame_skip,

@@ -25,6 +25,7 @@ from typing import Mapping
 import numpy as np
 
 from jaxlab.errors import InputError, check
+from jaxlab.registry import optional_imports
 
 #: The 26 games of Atari 100k, in the order rliable lists them.
 ATARI_100K_GAMES: tuple[str, ...] = (
@@ -102,7 +103,8 @@ def iqm_with_ci(scores: Mapping[str, np.ndarray], reps: int = BOOTSTRAP_REPS, se
   Raises:
     InputError: a variant's scores are not a non-empty finite ``[runs, games]`` array.
   """
-  from rliable import library, metrics  # noqa: PLC0415 - the rl extra
+  with optional_imports(f"{__name__}.iqm_with_ci"):
+    from rliable import library, metrics  # noqa: PLC0415 - the rl extra
 
   check(len(scores) > 0, "iqm_with_ci got no variants; pass {variant: [runs, games] scores}")
   arrays = {}

@@ -22,7 +22,6 @@ import dataclasses
 import os
 from typing import Any, Callable
 
-import grain
 import ml_collections
 import numpy as np
 
@@ -34,7 +33,11 @@ from jaxlab.ot_clip.data.embeddings import EmbeddingTable, check_finite_rows, re
 from jaxlab.ot_clip.data.fingerprint import captions_fingerprint, embeddings_fingerprint
 from jaxlab.ot_clip.data.images import decode_image
 from jaxlab.ot_clip.data.split import split_rows
+from jaxlab.registry import optional_imports
 from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
+
+with optional_imports(__name__):
+  import grain
 
 TOKENIZER_FILE = "tokenizer.json"  # in the run's workdir
 ROWS_PER_READ = 4096  # embedding rows per read when averaging a class's text embeddings

@@ -18,12 +18,15 @@ import dataclasses
 import math
 from typing import Any, Callable, Mapping
 
-import exponax
 import jax
 import jax.numpy as jnp
 
 from jaxlab.errors import InputError, check, is_int, is_real
 from jaxlab.pde.data import grf, steppers
+from jaxlab.registry import optional_imports
+
+with optional_imports(__name__):
+  import exponax
 
 
 @dataclasses.dataclass(frozen=True)

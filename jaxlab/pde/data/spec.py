@@ -13,10 +13,12 @@ import hashlib
 import json
 from typing import Any, Mapping
 
-import exponax
-
 from jaxlab.errors import check, is_int, is_real
 from jaxlab.pde.data.families import FAMILIES, FNO_VISCOSITIES, check_params, get_family, substeps
+from jaxlab.registry import optional_imports
+
+with optional_imports(__name__):
+  import exponax
 
 # Bump when the generator's numerics change, so old caches are not reused.
 GENERATOR_VERSION = 1
