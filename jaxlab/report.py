@@ -460,6 +460,9 @@ def write_report(workdir_paths: Sequence[str], out: str = "report", metrics: Seq
     seen[os.path.realpath(p)] = p
   workdirs = [load_workdir(p) for p in workdir_paths]
   report = build_report(workdirs, check_same_experiment(workdirs, metrics))
+  if plot:  # before anything is written
+    with optional_imports("the report's plot (--no_plot skips it)"):
+      import matplotlib  # noqa: F401, PLC0415
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
   files = [f"{out}.md", f"{out}.json"]
   with open(files[0], "w") as f:

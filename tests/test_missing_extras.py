@@ -118,6 +118,19 @@ def test_a_command_line_task_without_its_extra_is_one_line_and_leaves_no_workdir
   assert not (tmp_path / "run").exists()
 
 
+def test_the_report_without_matplotlib_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+  from jaxlab import report
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  (workdir / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n')
+  monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+  assert report.main([str(workdir), f"--out={tmp_path / 'out' / 'r'}"]) == 2
+  assert capsys.readouterr().err == ("jaxlab.report: error: " + _line("the report's plot (--no_plot skips it)",
+                                                                     "matplotlib") + "\n")
+  assert not (tmp_path / "out").exists()
+  assert report.main([str(workdir), f"--out={tmp_path / 'out' / 'r'}", "--no_plot"]) == 0
+
+
 def _guarded(tree: ast.Module) -> set[int]:
   """Line numbers of the imports inside ``with optional_imports(...)`` or a ``try`` that catches ImportError."""
   lines = set()
