@@ -251,7 +251,8 @@ def td_update_speed(deadline: Deadline, smoke: bool, updates_per_call: int) -> d
   from jaxlab.rl.replay import Transition  # pylint: disable=import-outside-toplevel
   from jaxlab.train import make_train_step  # pylint: disable=import-outside-toplevel
   from jaxlab.train.state import make_init_fn  # pylint: disable=import-outside-toplevel
-  from jaxlab.train.task import make_task  # pylint: disable=import-outside-toplevel
+  from jaxlab.experiment import task_context  # pylint: disable=import-outside-toplevel
+  from jaxlab.tasks import make_task  # pylint: disable=import-outside-toplevel
 
   out: dict[str, Any] = {"config": "dqn_minatar:tiny" if smoke else "dqn_minatar", "updates_per_call": updates_per_call}
   for head in ("softmoe", "dense"):
@@ -260,7 +261,7 @@ def td_update_speed(deadline: Deadline, smoke: bool, updates_per_call: int) -> d
       continue
     c = load_config("dqn_minatar:tiny" if smoke else "dqn_minatar")
     c.network.head = head
-    task = make_task(c)
+    task = make_task(c, task_context(c))
     inference = task.inference
     opt = optimizer_from_config(c.optimizer, c.num_steps)
     state = jax.jit(make_init_fn(task.init_params, opt, task.init_extra))(jax.random.key(0))

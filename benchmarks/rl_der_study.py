@@ -5,7 +5,7 @@ Atari 100k setting: Dopamine's ``labs/moes/configs/DER.gin`` (google/dopamine @ 
 Hasselt et al., NeurIPS 2019) on the Nature CNN with the penultimate layer dense or a Soft MoE of
 4 experts (``FullRainbowMoENetwork.num_experts = 4``, ``moe_type = 'SOFTMOE'``, DER.gin:32-37).
 Each cell is one game x one head, its seeds vmapped in one program (``runs.seeds``), trained by
-``jaxlab.train.trainer.train`` for ``--agent_steps`` agent steps (Atari 100k: 100k agent steps =
+``jaxlab.experiment.train`` for ``--agent_steps`` agent steps (Atari 100k: 100k agent steps =
 400k frames, the random warm-up included, as Dopamine counts them).
 
 Reported as Dopamine reports Atari 100k (``labs/atari_100k/atari_100k_runner.py``):
@@ -162,7 +162,7 @@ def run_cell(game: str, head: str, args: argparse.Namespace) -> dict[str, Any]:
   import jax  # noqa: PLC0415
   from jaxlab.rl.episode_returns import RETURN_WINDOW  # noqa: PLC0415
   from jaxlab.train.metrics_writer import read_metrics  # noqa: PLC0415
-  from jaxlab.train.trainer import train  # noqa: PLC0415
+  from jaxlab.experiment import train  # noqa: PLC0415
 
   c = cell_config(game, head, agent_steps=args.agent_steps, seeds=args.seeds, size=args.size,
                            eval_episodes=args.eval_episodes)
@@ -318,7 +318,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
   import tempfile  # noqa: PLC0415
 
   import jax  # noqa: PLC0415
-  from jaxlab.train.trainer import train  # noqa: PLC0415
+  from jaxlab.experiment import train  # noqa: PLC0415
 
   rows = []
   for head in args.heads:

@@ -2,7 +2,7 @@ r"""DPOT study on CPU: DPOT vs FNO-2D, denoising on/off, multi-data-set pre-trai
 
 Paper: Hao et al., "DPOT: Auto-Regressive Denoising Operator Transformer for Large-Scale PDE
 Pre-Training", ICML 2024. Every cell is one trainer config (``configs/dpot_pde.py`` with
-``base`` and the cell's ``set`` merged in) trained by ``jaxlab.train.trainer.train``::
+``base`` and the cell's ``set`` merged in) trained by ``jaxlab.experiment.train``::
 
   nice -n 5 python benchmarks/dpot_study.py --config=configs/dpot_study.py          # resumable
   python benchmarks/dpot_study.py --config=configs/dpot_study.py --report_only      # table + plot

@@ -46,7 +46,7 @@ docs/methods/soft_moe_rl.md ("Protocol table: ..."):
 
 import ml_collections
 
-from jaxlab.train.config import make_tiny, trainer_config
+from jaxlab.experiment import make_tiny, trainer_config
 
 #: The presets ``get_config`` takes (the first item of its argument).
 PRESETS = ("dqn", "dqn_impala", "full_rainbow", "der")

@@ -41,7 +41,7 @@ pieces and the IMPALA encoder"): ``--config.network.num_atoms=51 --config.dqn.up
 
 import ml_collections
 
-from jaxlab.train.config import make_tiny, trainer_config
+from jaxlab.experiment import make_tiny, trainer_config
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -89,7 +89,7 @@ nitpick_ignore = [("py:class", "jaxlab.registry.T"),
 public_api_packages = ["jaxlab"]
 public_api_modules = [
     "jaxlab", "jaxlab.load", "jaxlab.config_files", "jaxlab.distributed", "jaxlab.errors", "jaxlab.registry", "jaxlab.report",
-    "jaxlab.train", "jaxlab.train.workdir", "jaxlab.tasks", "jaxlab.models", "jaxlab.losses", "jaxlab.optim", "jaxlab.moe",
+    "jaxlab.contract", "jaxlab.experiment", "jaxlab.train", "jaxlab.train.workdir", "jaxlab.tasks", "jaxlab.models", "jaxlab.losses", "jaxlab.optim", "jaxlab.moe",
     "jaxlab.ot_clip", "jaxlab.ot_clip.similarity", "jaxlab.pde", "jaxlab.pde.data", "jaxlab.pde.data.files", "jaxlab.pde.data.resample", "jaxlab.rl",
     "jaxlab.data", "jaxlab.data.digits", "jaxlab.data.batching",
 ]

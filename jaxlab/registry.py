@@ -160,10 +160,18 @@ class Registry(Generic[T]):
     return _describe(self._entries[name])
 
   def names(self) -> list[str]:
+    """The registered names, sorted."""
     return sorted(self._entries)
 
   def __contains__(self, name: str) -> bool:
     return name in self._entries
+
+  def __iter__(self) -> Iterator[str]:
+    """The registered names, sorted (``tuple(REGISTRY)`` lists them, e.g. in a message)."""
+    return iter(self.names())
+
+  def __len__(self) -> int:
+    return len(self._entries)
 
 
 def _describe(entry: Any) -> str:

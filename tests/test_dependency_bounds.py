@@ -61,6 +61,8 @@ BOUNDS = {
     "sphinx-book-theme": ("1.1", "the docs theme (optax and flax use it)"),
     "matplotlib": ("3.8", "pyplot figures of the notebooks and benchmarks"),
     "pytest": ("8.0", "the test suite"),
+    "import-linter": ("2.0", "layers contracts with independent (`|`) and non-independent (`:`) siblings, checked by "
+                             "importlinter.cli.lint_imports in tests/test_layers.py"),
     "pytest-xdist": ("3.5", "-n parallel test runs"),
     "webdataset": ("1.0.2", "webdataset.TarWriter / WebDataset writing and reading the shards the tests index "
                             "(jaxlab itself reads shards without it); 1.0.2 is the release tested"),

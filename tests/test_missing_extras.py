@@ -51,7 +51,7 @@ DOORS = [
     ("module", "grain", "import jaxlab.ot_clip.data.pairs", "jaxlab.ot_clip.data.pairs"),
     ("module", "tokenizers", "import jaxlab.ot_clip.data.tokenizer", "jaxlab.ot_clip.data.tokenizer"),
     ("module", "PIL", "import jaxlab.ot_clip.data.images", "jaxlab.ot_clip.data.images"),
-    ("registry", "gymnax", "from jaxlab.train.task import TASKS\nTASKS.get('dqn_minatar')", "task 'dqn_minatar'"),
+    ("registry", "gymnax", "from jaxlab.tasks import TASKS\nTASKS.get('dqn_minatar')", "task 'dqn_minatar'"),
 ]
 
 _PROBE = textwrap.dedent("""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxlab.errors import InputError
+from jaxlab.errors import check_range
 from jaxlab.registry import optional_imports
 
 
@@ -17,8 +17,7 @@ def load_digits_split(test_fraction: float = 0.2, seed: int = 0, images: bool = 
   """
   with optional_imports(f"{__name__}.load_digits_split"):
     from sklearn.datasets import load_digits
-  if not 0.0 < test_fraction < 1.0:
-    raise InputError(f"test_fraction must be in (0, 1), got {test_fraction}")
+  check_range(test_fraction, "test_fraction", 0, 1, low_open=True, high_open=True, got=True)
   data = load_digits()
   x = (data.data / 16.0).astype(np.float32)
   y = data.target.astype(np.int32)

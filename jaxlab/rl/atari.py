@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import InputError, check, check_bool, check_range, is_int
+from jaxlab.errors import InputError, check, check_bool, check_choice, check_range, is_int
 from jaxlab.registry import optional_imports
 
 FRAME_SHAPE = (84, 84)
@@ -315,7 +315,7 @@ def make_atari(name: str, *, num_envs: int = 1, seeds: Sequence[int] = (0,),
         f"{n['seeds']}={seeds!r}; must be a non-empty sequence of ints >= 0 (one per run)")
   check_range(sticky_action_prob, n["sticky_action_prob"], 0, 1, meaning="Dopamine: 0.25", high_open=True)
   check_bool(full_action_space, n["full_action_space"])
-  check(step_via in STEP_VIA, f"{n['step_via']}={step_via!r}; choose one of {STEP_VIA}")
+  check_choice(step_via, n["step_via"], STEP_VIA)
   with optional_imports(f"{__name__}.make_atari"):
     import envpool
   total = len(seeds) * num_envs

@@ -20,17 +20,17 @@ episode or the cap has passed. Not done: Dopamine's up to 30 random no-ops at ea
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
 from jaxlab import errors
 from jaxlab.errors import check
 from jaxlab.rl import dqn
 from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, push_frame
+from jaxlab.rl.play import first_episodes
 
 #: Dopamine's ``epsilon_eval`` (``JaxDQNAgent``'s default and ``DER.gin:18``).
 EVAL_EPSILON = 0.001
@@ -46,13 +46,13 @@ class EvalSettings(NamedTuple):
   epsilon: float  # exploration rate while evaluating (Dopamine: 0.001)
 
 
-def eval_settings(d: ml_collections.ConfigDict, max_episode_steps: int) -> EvalSettings:
+def eval_settings(d: Mapping[str, Any], max_episode_steps: int) -> EvalSettings:
   """The ``dqn.eval_episodes`` / ``dqn.eval_steps`` / ``dqn.eval_epsilon`` of a config, checked.
 
   Missing keys read as off (``eval_episodes`` 0), no cap (``eval_steps`` 0) and Dopamine's 0.001.
 
   Args:
-    d: the config's ``dqn`` node.
+    d: the config's ``dqn`` node, a plain mapping (a ConfigDict or a dict).
     max_episode_steps: ``env.max_episode_steps``, where envpool ends every episode: ``eval_steps``
       0 caps the evaluation there, so that every episode finishes.
 
@@ -134,10 +134,10 @@ def make_play(env: AtariEnv, q_values: Callable[[Any, jax.Array], jax.Array], *,
     max_steps: the default cap.
 
   Returns:
-    ``play``, whose metrics are ``eval_return`` (mean whole-game score of the finished episodes,
-    one per environment; NaN if none finished), ``eval_episodes`` (how many finished),
-    ``eval_capped`` (1 if the cap cut an episode short; its partial score is not counted) and
-    ``eval_steps_run``.
+    ``play``, whose metrics are :func:`jaxlab.rl.play.first_episodes`'s: ``eval_return`` (mean whole-game
+    score of the finished episodes, one per environment; NaN if none finished), ``eval_episodes`` (how
+    many finished), ``eval_capped`` (1 if the cap cut an episode short; its partial score is not
+    counted) and ``eval_steps_run``.
   """
   n = env.num_envs
   reset = make_reset(env)
@@ -145,31 +145,19 @@ def make_play(env: AtariEnv, q_values: Callable[[Any, jax.Array], jax.Array], *,
 
   def play(params: Any, rng: jax.Array, epsilon: float | jax.Array = EVAL_EPSILON,
            max_steps: int = default_cap) -> dict[str, jax.Array]:
-    check(errors.is_int(max_steps) and 1 <= max_steps < 2**31, f"play max_steps={max_steps!r}; must be an int "
-          "in [1, 2**31 - 1]")
+    errors.check_int(max_steps, "play max_steps", 1, maximum=2**31 - 1)
     frames = reset(jax.random.key_data(rng))  # the token varies over vmapped runs, as the key does
     stack = push_frame(jnp.zeros((n, *FRAME_SHAPE, STACK_SIZE), jnp.uint8), frames, jnp.ones((n,), jnp.bool_))
 
-    def unfinished(carry):
-      t, _, finished, _, _ = carry
-      return (t < max_steps) & ~jnp.all(finished)
-
-    def body(carry):
-      t, stack, finished, running, returns = carry
+    def step(state, t):
+      stack, running = state
       actions = dqn.epsilon_greedy(q_values(params, stack), jax.random.fold_in(rng, t), epsilon)
       out = env.step(actions)
       running = running + out.reward
-      done = out.terminated | out.truncated
-      returns = jnp.where(done & ~finished, running, returns)  # the first episode only
       # a finished environment's next frames (envpool's reset step, a new episode) are never scored
-      return t + 1, push_frame(stack, out.frame, jnp.zeros((n,), jnp.bool_)), finished | done, running, returns
+      stack = push_frame(stack, out.frame, jnp.zeros((n,), jnp.bool_))
+      return (stack, running), out.terminated | out.truncated, running
 
-    zeros = jnp.zeros((n,), jnp.float32)
-    init = (jnp.zeros((), jnp.int32), stack, jnp.zeros((n,), jnp.bool_), zeros, zeros)
-    steps, _, finished, _, returns = jax.lax.while_loop(unfinished, body, init)
-    count = jnp.sum(finished, dtype=jnp.int32)
-    mean = jnp.sum(jnp.where(finished, returns, 0.0)) / jnp.maximum(count, 1)
-    return {"eval_return": jnp.where(count > 0, mean, jnp.nan), "eval_episodes": count,
-            "eval_capped": (count < n).astype(jnp.int32), "eval_steps_run": steps}
+    return first_episodes(step, (stack, jnp.zeros((n,), jnp.float32)), n, max_steps)
 
   return play

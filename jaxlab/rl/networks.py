@@ -29,17 +29,20 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check, check_bool, check_int, check_range
+from jaxlab.errors import check, check_bool, check_choice, check_int, check_range
 from jaxlab.moe import modules as moe_modules
 from jaxlab.moe._soft_moe import check_impl
 from jaxlab.rl import networks_encoders as encoders
 from jaxlab.rl import networks_token_heads as token_heads
 from jaxlab.rl import networks_tokens as tokens
+from jaxlab.registry import Registry
 from jaxlab.rl.rainbow_layers import RainbowHead
 
-#: The value heads of :class:`QNetwork` (its ``head``): dense, Soft MoE, Top-1 MoE, none, or a tokenised
-#: layer without a router (``token_dense``, ``token_mlp``: :mod:`jaxlab.rl.networks_token_heads`).
-HEADS = ("dense", "softmoe", "top1", "none", "token_dense", "token_mlp")
+#: The value heads of :class:`QNetwork` by name (its ``head``): dense, Soft MoE, Top-1 MoE, none, or a
+#: tokenised layer without a router (``token_dense``, ``token_mlp``: :mod:`jaxlab.rl.networks_token_heads`).
+#: Each is ``(net, features, encoder, activations) -> (hidden [b, h], stats)``, called inside
+#: ``QNetwork.__call__`` (its layers are the network's submodules); it may add to ``activations``.
+HEADS: Registry = Registry("QNetwork head")
 #: Prefix of the stats entries that ``diagnostics=True`` adds (arrays with a batch axis, not routing statistics).
 ACTIVATIONS = "activations/"
 _INIT = nn.initializers.xavier_uniform()
@@ -131,10 +134,9 @@ class QNetwork(nn.Module):
     chosen head does not use, and all are static, so this runs at trace time before any compile.
     """
     check_int(self.num_actions, "QNetwork.num_actions")
-    check(self.head in HEADS, f"QNetwork.head={self.head!r}; choose one of {HEADS}")
-    check(self.encoder in encoders.ENCODERS, f"QNetwork.encoder={self.encoder!r}; choose one of {encoders.ENCODERS}")
-    check(self.tokenizer in tokens.TOKENIZERS,
-          f"QNetwork.tokenizer={self.tokenizer!r}; choose one of {tokens.TOKENIZERS}")
+    check_choice(self.head, "QNetwork.head", tuple(HEADS))
+    check_choice(self.encoder, "QNetwork.encoder", encoders.ENCODERS)
+    check_choice(self.tokenizer, "QNetwork.tokenizer", tokens.TOKENIZERS)
     check_int(self.width, "QNetwork.width", meaning="hidden width of the dense head")
     check_int(self.width_multiplier, "QNetwork.width_multiplier", meaning="dense head width = width * multiplier")
     moe_modules.check_moe_settings("QNetwork", self.num_experts, self.expert_hidden, self.capacity_factor)
@@ -167,31 +169,8 @@ class QNetwork(nn.Module):
           f"QNetwork.encoder={self.encoder!r} needs images [batch, H, W, C]; vector observations {obs.shape} "
           "take encoder='mlp' (or 'auto')")
     features = encoders.make_encoder(encoder, tuple(self.mlp_features))(obs)
-    b = features.shape[0]
     activations = {"encoder": features}
-    if self.head == "none":  # Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer
-      hidden = features.reshape(b, -1)
-      stats: dict[str, Any] = {}
-    elif self.head == "dense":
-      hidden = nn.relu(nn.Dense(self.width * self.width_multiplier, kernel_init=_INIT)(
-          features.reshape(b, -1)))
-      stats = {}
-      activations["penultimate"] = hidden
-    else:
-      x = self._tokens(features, encoder)
-      if self.head == "softmoe":
-        y, stats = moe_modules.SoftMoE(
-            self.num_experts, self.expert_hidden, self.capacity_factor,
-            normalize=self.normalize, single_exponential=self.single_exponential, impl=self.moe_impl)(x)
-      elif self.head == "top1":
-        y, stats = moe_modules.Top1MoE(self.num_experts, self.expert_hidden,
-                                       self.capacity_factor)(x)
-      else:
-        layer = (token_heads.TokenDense(self.width * self.width_multiplier) if self.head == "token_dense"
-                 else token_heads.TokenMLP(self.expert_hidden))
-        y, activations["penultimate"] = layer(x)
-        stats = {}
-      hidden = y.reshape(b, -1)
+    hidden, stats = HEADS.get(self.head)(self, features, encoder, activations)
     if self.diagnostics:
       activations["features"] = hidden
       stats = {**stats, **{ACTIVATIONS + k: v for k, v in activations.items()}}
@@ -222,6 +201,59 @@ class QNetwork(nn.Module):
     logits = RainbowHead(self.num_actions, self.num_atoms, noisy=self.noisy, dueling=self.dueling,
                          deterministic=self.deterministic, name="rainbow_head")(hidden)
     return logits[..., 0] if self.num_atoms == 1 else logits
+
+
+@HEADS.register("none")
+def _no_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer."""
+  del net, encoder, activations
+  return features.reshape(features.shape[0], -1), {}
+
+
+@HEADS.register("dense")
+def _dense_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """The baseline: flatten -> ``Dense(width * width_multiplier)`` -> ReLU."""
+  del encoder
+  hidden = nn.relu(nn.Dense(net.width * net.width_multiplier, kernel_init=_INIT)(
+      features.reshape(features.shape[0], -1)))
+  activations["penultimate"] = hidden
+  return hidden, {}
+
+
+@HEADS.register("softmoe")
+def _soft_moe_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> Soft MoE (Puigcerver et al. 2024) -> flatten."""
+  del activations
+  x = net._tokens(features, encoder)  # the tokenizer's layers first, as the network always built them
+  y, stats = moe_modules.SoftMoE(
+      net.num_experts, net.expert_hidden, net.capacity_factor,
+      normalize=net.normalize, single_exponential=net.single_exponential, impl=net.moe_impl)(x)
+  return y.reshape(y.shape[0], -1), stats
+
+
+@HEADS.register("top1")
+def _top1_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> Top-1 MoE -> flatten."""
+  del activations
+  x = net._tokens(features, encoder)
+  y, stats = moe_modules.Top1MoE(net.num_experts, net.expert_hidden, net.capacity_factor)(x)
+  return y.reshape(y.shape[0], -1), stats
+
+
+@HEADS.register("token_dense")
+def _token_dense_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> a shared ``Dense(width * width_multiplier)`` per token, no router -> flatten."""
+  x = net._tokens(features, encoder)
+  y, activations["penultimate"] = token_heads.TokenDense(net.width * net.width_multiplier)(x)
+  return y.reshape(y.shape[0], -1), {}
+
+
+@HEADS.register("token_mlp")
+def _token_mlp_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> one expert-sized MLP per token, no router -> flatten."""
+  x = net._tokens(features, encoder)
+  y, activations["penultimate"] = token_heads.TokenMLP(net.expert_hidden)(x)
+  return y.reshape(y.shape[0], -1), {}
 
 
 def scaled_single_expert(num_experts: int, expert_hidden: int) -> dict[str, int]:

@@ -22,7 +22,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check, check_int
+from jaxlab.errors import check_choice, check_int
+from jaxlab.registry import Registry
 
 _INIT = nn.initializers.xavier_uniform()
 #: Encoder names; ``"auto"`` is "mlp" for vector observations [b, F] and "minatar" for images.
@@ -127,7 +128,7 @@ class MinAtarEncoder(nn.Module):
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
-    check(self.conv in CONVS, f"conv={self.conv!r}; choose one of {CONVS}")
+    check_choice(self.conv, "conv", CONVS)
     check_int(self.features, "MinAtarEncoder.features")
     x = _as_float(obs)
     if self.conv != "xla":
@@ -150,7 +151,7 @@ class NatureEncoder(nn.Module):
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
-    check(self.conv in CONVS, f"conv={self.conv!r}; choose one of {CONVS}")
+    check_choice(self.conv, "conv", CONVS)
     x = _as_float(obs)
     if jnp.issubdtype(obs.dtype, jnp.integer):
       x = x / 255.0  # dopamine's preprocess_atari_inputs
@@ -181,18 +182,27 @@ class MLPEncoder(nn.Module):
 
 def resolve_encoder(name: str, obs_ndim: int) -> str:
   """``name`` with "auto" resolved for observations of rank ``obs_ndim`` (batch included)."""
-  check(name in ENCODERS, f"encoder={name!r}; choose one of {ENCODERS}")
+  check_choice(name, "encoder", ENCODERS)
   if name == "auto":
     return "mlp" if obs_ndim == 2 else "minatar"
   return name
 
 
+def _impala(mlp_features: tuple[int, ...]) -> nn.Module:
+  del mlp_features
+  from jaxlab.rl.impala_encoder import ImpalaEncoder  # noqa: PLC0415 - it builds on this module
+  return ImpalaEncoder()
+
+
+#: The encoder modules by name (``ENCODERS`` but "auto"), each ``mlp_features -> module``.
+ENCODER_MODULES: Registry = Registry("encoder")
+ENCODER_MODULES.register("minatar")(lambda mlp_features: MinAtarEncoder())
+ENCODER_MODULES.register("nature")(lambda mlp_features: NatureEncoder())
+ENCODER_MODULES.register("impala")(_impala)
+ENCODER_MODULES.register("mlp")(lambda mlp_features: MLPEncoder(tuple(mlp_features)))
+
+
 def make_encoder(name: str, mlp_features: tuple[int, ...] = (512,)) -> nn.Module:
   """The encoder module registered as ``name`` (one of ``ENCODERS`` but "auto"; see :func:`resolve_encoder`)."""
-  check(name in ENCODERS and name != "auto", f"encoder={name!r}; choose one of {ENCODERS[1:]}")
-  if name == "mlp":
-    return MLPEncoder(tuple(mlp_features))
-  if name == "impala":
-    from jaxlab.rl.impala_encoder import ImpalaEncoder  # noqa: PLC0415 - it builds on this module
-    return ImpalaEncoder()
-  return MinAtarEncoder() if name == "minatar" else NatureEncoder()
+  check_choice(name, "encoder", ENCODERS[1:])
+  return ENCODER_MODULES.get(name)(mlp_features)

@@ -57,18 +57,15 @@ from jaxlab.rl import dqn
 from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, make_atari, push_frame
 from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn, priority_update
 from jaxlab.rl.atari_play import eval_seeds, eval_settings, make_play
-from jaxlab.rl.dqn_config import MAX_FRAMES, c51_support_from_config, check_dqn_settings, q_network_from_config
+from jaxlab.tasks.dqn_config import MAX_FRAMES, c51_support_from_config, check_dqn_settings, q_network_from_config
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
+from jaxlab.rl.play import q_value_fns
 from jaxlab.rl.replay_frames import FrameReplay, FrameStep, make_frame_replay
 from jaxlab.train.context import TaskContext
 from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
 from jaxlab.train.task import TASKS, Inference, Task
 
 STEP_VIA = ("auto", "xla", "callback")
-#: ``dqn.epsilon_schedule``: Dopamine's ``linearly_decaying_epsilon`` (dqn_agent.py:171-192) or its
-#: ``zero_epsilon`` (full_rainbow_agent.py:52-55), which ``JaxFullRainbowAgent`` takes whenever its
-#: network is noisy (full_rainbow_agent.py:335): greedy w.r.t. the noisy network from the first step.
-EPSILON_SCHEDULES = ("linear", "zero")
 
 
 #: The encoders of 84x84x4 frames: the Nature CNN (the paper's DQN) or IMPALA (its Rainbow runs).
@@ -93,12 +90,11 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   """Every env / dqn key the task reads, one clear line each, before anything is built."""
   e, d = config.env, config.dqn
   check_game(e.name, "env.name")
-  check(e.step_via in STEP_VIA, f"env.step_via={e.step_via!r}; choose one of {STEP_VIA}")
+  errors.check_choice(e.step_via, "env.step_via", STEP_VIA)
   errors.check_bool(e.time_limit_is_terminal, "env.time_limit_is_terminal")
   errors.check_bool(e.get("terminal_on_life_loss", False), "env.terminal_on_life_loss")
-  check(d.get("epsilon_schedule", "linear") in EPSILON_SCHEDULES,
-        f"dqn.epsilon_schedule={d.get('epsilon_schedule')!r}; choose one of {EPSILON_SCHEDULES} ('zero': Dopamine's "
-        "zero_epsilon, which its full Rainbow uses with noisy nets)")
+  errors.check_choice(d.get("epsilon_schedule", "linear"), "dqn.epsilon_schedule", tuple(dqn.EPSILON_SCHEDULES),
+                      "'zero': Dopamine's zero_epsilon, which its full Rainbow uses with noisy nets")
   check(errors.is_int(d.update_period) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} agent steps per update; must be an int >= 1 (Dopamine: 4)")
   check_dqn_settings(d, "agent steps", "epsilon_decay_period", d.clip_rewards)
@@ -306,8 +302,11 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   life_loss = e.get("terminal_on_life_loss", False)
   env_step = make_env_step(env, replay, agent.acting_q_values, clip_rewards=d.clip_rewards,
                            time_limit_terminal=e.time_limit_is_terminal, terminal_on_life_loss=life_loss)
-  # "zero": Dopamine's zero_epsilon, also in the warm-up, which then acts with the initial network
-  zero_epsilon = d.get("epsilon_schedule", "linear") == "zero"
+  # dqn.epsilon_schedule: Dopamine's linearly_decaying_epsilon (dqn_agent.py:171-192) or its zero_epsilon
+  # (full_rainbow_agent.py:52-55), which JaxFullRainbowAgent takes whenever its network is noisy
+  # (full_rainbow_agent.py:335); "zero" also in the warm-up, which then acts with the initial network
+  schedule = dqn.EPSILON_SCHEDULES.get(d.get("epsilon_schedule", "linear"))
+  zero_epsilon = schedule is dqn.zero_epsilon
 
   def init_data(params, rng):
     acting = cast_floats(params, acting_dtype) if zero_epsilon else None  # None: uniformly random actions
@@ -319,10 +318,7 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
 
   def collect(state, rng):
     agent_steps = prefill_steps + state.step * steps_per_update
-    if zero_epsilon:
-      epsilon = jnp.zeros((), jnp.float32)
-    else:
-      epsilon = dqn.linear_epsilon(agent_steps, d.epsilon_decay_period, prefill_steps, d.epsilon_end)
+    epsilon = schedule(agent_steps, d.epsilon_decay_period, prefill_steps, d.epsilon_end)
     k_act, k_sample = jax.random.split(rng)
     params = cast_floats(state.params, acting_dtype)  # acting in the compute dtype, as the loss
     data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, params, epsilon, k), None), state.data_state,
@@ -339,15 +335,15 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   loss_fn = make_loss_fn(agent, gamma=d.gamma, horizon=horizon, double_dqn=d.double_dqn, loss=d.loss,
                          aux_weights=aux_weights, per_sample=prioritized)
 
-  fns = {"q_values": jax.jit(lambda params, obs: q_values(params, obs)[0]),
-         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_values(params, obs)[0], axis=-1).astype(jnp.int32))}
+  greedy_q = lambda params, obs: q_values(params, obs)[0]  # noqa: E731 - the Q-values without the stats
+  fns = {name: jax.jit(fn) for name, fn in q_value_fns(greedy_q).items()}
   # Evaluation (dqn.eval_episodes > 0): whole games in a pool of its own, as Dopamine's Atari 100k runner
   evaluate = None
   if ev.episodes:
     eval_env = make_atari(e.name, num_envs=ev.episodes, seeds=eval_seeds(seeds), sticky_action_prob=e.sticky_action_prob,
                           frame_skip=e.frame_skip, max_episode_steps=e.max_episode_steps,
                           full_action_space=e.full_action_space, step_via=step_via, num_threads=e.num_threads)
-    play = make_play(eval_env, lambda params, obs: q_values(params, obs)[0], max_steps=ev.max_steps)
+    play = make_play(eval_env, greedy_q, max_steps=ev.max_steps)
     evaluate = lambda state, rng: play(state.params, rng, ev.epsilon)  # noqa: E731
     fns["play"] = jax.jit(play, static_argnames=("max_steps",))
   inference = Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,

@@ -11,9 +11,10 @@ from configs import dqn_atari
 from jaxlab.errors import InputError
 from jaxlab.rl.atari import make_atari
 from jaxlab.rl.atari_play import EVAL_EPSILON, eval_settings, make_play
-from jaxlab.train.task import make_task
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 from jaxlab.train.state import TrainState
-from jaxlab.train.trainer import make_evaluate
+from jaxlab.train.loop import make_evaluate
 
 pytest.importorskip("envpool")
 
@@ -58,12 +59,12 @@ def test_vmapped_runs_share_one_pool_and_one_reset():
 
 def test_the_task_evaluates_and_is_off_by_default():
   c = dqn_atari.get_config("tiny")
-  off = make_task(c)
+  off = make_task(c, task_context(c))
   assert off.evaluate is None and "play" not in off.inference.fns  # no dqn.eval_* keys: off
   with c.unlocked():
     c.dqn.eval_episodes, c.dqn.eval_steps = 3, 0
   c.network.head = "dense"
-  task = make_task(c)
+  task = make_task(c, task_context(c))
   params = jax.jit(task.init_params)(jax.random.key(0))
   state = TrainState.create(params, optax.sgd(0.0), jax.random.key(1))
   out = jax.device_get(make_evaluate(task, vmap_runs=False)(state))  # what the trainer runs at eval_every

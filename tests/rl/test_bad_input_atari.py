@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from configs import dqn_atari  # noqa: E402
 from jaxlab.rl.atari import make_atari  # noqa: E402
 from jaxlab.rl.replay_frames import make_frame_replay  # noqa: E402
-from jaxlab.train.task import make_task  # noqa: E402
+from jaxlab.experiment import task_context  # noqa: E402
+from jaxlab.tasks import make_task  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
@@ -32,7 +33,7 @@ def _task(**overrides: Any) -> Callable[[], Any]:
     for k, v in overrides.items():
       node, _, leaf = k.rpartition(".")
       (c[node] if node else c)[leaf] = v
-    return make_task(c)
+    return make_task(c, task_context(c))
   return run
 
 

@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from configs import dqn_minatar as dqn_config  # noqa: E402
 from jaxlab.rl import dqn  # noqa: E402
-from jaxlab.train.task import make_task  # noqa: E402
+from jaxlab.experiment import task_context  # noqa: E402
+from jaxlab.tasks import make_task  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
@@ -37,7 +38,7 @@ def _task(**overrides: Any) -> Callable[[], Any]:
         node = node[p]
       with node.unlocked():
         node[leaf] = value
-    return make_task(c)
+    return make_task(c, task_context(c))
   return build
 
 

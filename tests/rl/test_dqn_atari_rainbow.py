@@ -16,8 +16,9 @@ from jaxlab.errors import InputError
 from jaxlab.rl.atari import make_atari
 from jaxlab.rl.replay_frames import make_frame_replay
 from jaxlab.tasks.dqn_atari import empty_data, make_env_step
-from jaxlab.train.task import make_task
-from jaxlab.train.trainer import train
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
+from jaxlab.experiment import train
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -84,7 +85,7 @@ def test_bad_rainbow_keys_are_one_line_naming_them(key, value, message):
   with c.ignore_type():  # a value of the wrong type, as a hand-written config may hold
     c[node][leaf] = value
   with pytest.raises(InputError, match=message):
-    make_task(c)
+    make_task(c, task_context(c))
 
 
 def _breakout(life_loss, steps=260):
@@ -152,7 +153,8 @@ def test_full_rainbow_tiny_trains_a_few_steps(tmp_path):
     ("full_rainbow", {"ImpalaEncoder_0", "SoftMoE_0", "rainbow_head"}),
     ("der", {"NatureEncoder_0", "SoftMoE_0", "rainbow_head"})])
 def test_each_preset_builds_its_task(preset, top):
-  task = make_task(dqn_atari.get_config(f"{preset},tiny"))
+  config = dqn_atari.get_config(f"{preset},tiny")
+  task = make_task(config, task_context(config))
   params = jax.eval_shape(task.init_params, jax.random.key(0))
   assert set(params) == top
   tokens = 64 if preset == "der" else 32  # 121 tokens of the encoder's channels

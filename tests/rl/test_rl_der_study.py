@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import rl_der_study
 from benchmarks.rl_der_study import cell_config, main, train_iterations
-from jaxlab.train.validate import validate_trainer_config
+from jaxlab.experiment.validate import validate_trainer_config
 
 pytest.importorskip("envpool")
 

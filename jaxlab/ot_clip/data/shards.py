@@ -18,15 +18,14 @@ captions are tokenized up front, by a tokenizer trained on the training captions
 images are decoded into memory, so keep the held-out split small.
 
 A resume must find the same shards: the fingerprint lists each shard's name (as the pattern
-expands it), size and a hash of its ends (``jaxlab.train.data_fingerprint``) and the pair counts.
+expands it), size and a hash of its ends (``jaxlab.data_fingerprint``) and the pair counts.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-import ml_collections
 import numpy as np
 
 from jaxlab.errors import InputError, check_int
@@ -36,27 +35,27 @@ from jaxlab.ot_clip.data.images import decode_image
 from jaxlab.ot_clip.data.pairs import TOKENIZER_FILE, Pairs, _records, resolve
 from jaxlab.ot_clip.data.split import split_rows
 from jaxlab.ot_clip.data.tar_index import IMAGE_EXTENSIONS, ShardIndex, index_shards
-from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, file_digest, fingerprint_text
+from jaxlab.data_fingerprint import FINGERPRINT_FILE, file_digest, fingerprint_text
 
 #: The ``data`` keys that name shards; either set selects this source.
 SHARD_KEYS = ("train_shards", "eval_shards")
 
 
-def uses_shards(data: ml_collections.ConfigDict) -> bool:
+def uses_shards(data: Mapping[str, Any]) -> bool:
   """Whether ``data`` selects webdataset shards (``data.train_shards`` or ``data.eval_shards`` set)."""
   return any(data.get(key, "") for key in SHARD_KEYS)
 
 
-def shard_names(data: ml_collections.ConfigDict, key: str) -> list[str]:
+def shard_names(data: Mapping[str, Any], key: str) -> list[str]:
   """``data.<key>``'s shard names as its pattern expands them (``brace.expand_shard_patterns``)."""
   return expand_shard_patterns(data.get(key, ""), f"data.{key}")
 
 
-def load_shard_pairs(data: ml_collections.ConfigDict) -> Pairs:
+def load_shard_pairs(data: Mapping[str, Any]) -> Pairs:
   """Indexes, checks and splits the shards ``data`` names (see the module docstring).
 
   Args:
-    data: the config's ``data`` block (keys in ``configs/clip_files.py``).
+    data: the config's ``data`` block, a plain mapping (a ConfigDict or a dict; keys in ``configs/clip_files.py``).
 
   Returns:
     The :class:`~jaxlab.ot_clip.data.pairs.Pairs` (``kind="images"``, no classes).
@@ -67,12 +66,12 @@ def load_shard_pairs(data: ml_collections.ConfigDict) -> Pairs:
       no usable sample, a caption that is not UTF-8, a held-out split that is empty.
   """
   if data.get("embeddings", ""):
-    raise InputError(f"data.train_shards={data.get('train_shards', '')!r} and data.embeddings={data.embeddings!r} "
+    raise InputError(f"data.train_shards={data.get('train_shards', '')!r} and data.embeddings={data['embeddings']!r} "
                      "are both set; allowed: one source (clear one of them)")
   if not data.get("train_shards", ""):
-    raise InputError(f"data.eval_shards={data.eval_shards!r} is set but data.train_shards is empty; allowed: "
+    raise InputError(f"data.eval_shards={data['eval_shards']!r} is set but data.train_shards is empty; allowed: "
                      "data.train_shards (a brace pattern of .tar shards), data.eval_shards optional")
-  size = check_int(data.image_size, "data.image_size", 1, got=True)
+  size = check_int(data["image_size"], "data.image_size", 1, got=True)
   names = {key: shard_names(data, key) for key in SHARD_KEYS if data.get(key, "")}
   files = {key: [_path(data, n) for n in found] for key, found in names.items()}
   _check_disjoint(files)
@@ -82,19 +81,19 @@ def load_shard_pairs(data: ml_collections.ConfigDict) -> Pairs:
     test_index = indexes["eval_shards"]
     train, test = np.arange(len(train_index)), np.arange(len(test_index))
   else:
-    if data.split != "fraction":
-      raise InputError(f"data.split={data.split!r} with data.train_shards; allowed: 'fraction' (a seeded "
+    if data["split"] != "fraction":
+      raise InputError(f"data.split={data['split']!r} with data.train_shards; allowed: 'fraction' (a seeded "
                        "data.test_fraction of the samples is held out), or data.eval_shards (held-out shards)")
     test_index = train_index
-    train, test = split_rows(len(train_index), data.split, data.test_fraction, data.split_seed, None,
-                             f"data.train_shards={data.train_shards!r}")
-  if data.tokenizer:
+    train, test = split_rows(len(train_index), data["split"], data["test_fraction"], data["split_seed"], None,
+                             f"data.train_shards={data['train_shards']!r}")
+  if data["tokenizer"]:
     tokenizer = tokenizer_lib.load_tokenizer(resolve(data, "tokenizer"))
   else:
-    tokenizer = tokenizer_lib.train_tokenizer([train_index.captions[i] for i in train], data.vocab_size)
-  train_tokens, truncated = tokenizer_lib.encode(tokenizer, train_index.captions, data.max_tokens)
+    tokenizer = tokenizer_lib.train_tokenizer([train_index.captions[i] for i in train], data["vocab_size"])
+  train_tokens, truncated = tokenizer_lib.encode(tokenizer, train_index.captions, data["max_tokens"])
   test_tokens = (train_tokens if test_index is train_index
-                 else tokenizer_lib.encode(tokenizer, test_index.captions, data.max_tokens)[0])
+                 else tokenizer_lib.encode(tokenizer, test_index.captions, data["max_tokens"])[0])
   read_train = _reader(train_index, train_tokens, size)
   read_test = _reader(test_index, test_tokens, size)
   test_set = {"image": np.stack([read_test(int(r))["image"] for r in test]), "tokens": test_tokens[test]}
@@ -125,7 +124,7 @@ def shards_fingerprint(names: dict[str, list[str]], files: dict[str, list[str]],
                                "skipped": {key: ix.skipped for key, ix in indexes.items()}}
 
 
-def _path(data: ml_collections.ConfigDict, name: str) -> str:
+def _path(data: Mapping[str, Any], name: str) -> str:
   return os.path.join(data.get("dir", "") or "", name)
 
 

@@ -14,7 +14,8 @@ from jaxlab.ot_clip.data.images import decode_image
 from jaxlab.ot_clip.data.pairs import load_pairs
 from jaxlab.ot_clip.data.split import split_rows
 from jaxlab.ot_clip.two_tower import ConvImageEncoder, TwoTower
-from jaxlab.train.task import make_task
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
 from tests.bad_input import assert_one_clear_line
 from tests.ot_clip.data.conftest import data_config, embedding_arrays, write_image_folder, write_open_clip_csv
@@ -29,7 +30,7 @@ def _task(folder, eval_overrides=None, **data):
   config = get_config("tiny")
   config.data.update(dir=str(folder), **data)
   config.eval.update(eval_overrides or {})
-  return lambda: make_task(config)
+  return lambda: make_task(config, task_context(config))
 
 
 def _rewrite(path, old, new):
@@ -114,9 +115,9 @@ def _resumed_after(tmp, change, **data):
   config = get_config("tiny")
   config.data.update(dir=str(tmp / "pairs"), **data)
   (tmp / "run").mkdir()
-  write_workdir_files(str(tmp / "run"), make_task(config).workdir_files, resuming=False)
+  write_workdir_files(str(tmp / "run"), make_task(config, task_context(config)).workdir_files, resuming=False)
   change(tmp)
-  return lambda: write_workdir_files(str(tmp / "run"), make_task(config).workdir_files, resuming=True)
+  return lambda: write_workdir_files(str(tmp / "run"), make_task(config, task_context(config)).workdir_files, resuming=True)
 
 
 def _image_file(tmp, name, pixels):

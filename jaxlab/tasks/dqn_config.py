@@ -59,15 +59,14 @@ def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, 
   errors.check_probability(d.epsilon_end, "dqn.epsilon_end", "the exploration rate after the decay")
   check_count(f"dqn.{decay_key}", d[decay_key], 1, f" {unit} (1 = straight to dqn.epsilon_end)")
   errors.check_bool(d.double_dqn, "dqn.double_dqn")
-  check(d.loss in dqn.LOSSES, f"dqn.loss={d.loss!r}; choose one of {dqn.LOSSES}")
+  errors.check_choice(d.loss, "dqn.loss", dqn.LOSSES)
   errors.check_bool(clip_rewards, "dqn.clip_rewards")
   horizon = d.get("update_horizon", 1)
-  check(errors.is_int(horizon) and 1 <= horizon <= 1000,
-        f"dqn.update_horizon={horizon!r}; must be an int in [1, 1000] (the n of n-step returns; 1 = one-step, "
-        "Dopamine's Rainbow: 3)")
+  errors.check_int(horizon, "dqn.update_horizon", 1, "the n of n-step returns; 1 = one-step, Dopamine's Rainbow: 3",
+                   maximum=1000)
   scheme = d.get("replay_scheme", "uniform")
-  check(scheme in REPLAY_SCHEMES, f"dqn.replay_scheme={scheme!r}; choose one of {REPLAY_SCHEMES} (prioritized: "
-        "Schaul et al. 2016 as Dopamine's Rainbow)")
+  errors.check_choice(scheme, "dqn.replay_scheme", REPLAY_SCHEMES,
+                      "prioritized: Schaul et al. 2016 as Dopamine's Rainbow")
   vmax, vmin = d.get("vmax", 10.0), d.get("vmin")
   check(errors.is_real(vmax) and math.isfinite(vmax) and vmax > 0,
         f"dqn.vmax={vmax!r}; must be a finite number > 0 (C51's largest atom; Dopamine: 10)")
