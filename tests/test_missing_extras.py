@@ -44,7 +44,11 @@ DOORS = [
      "jaxlab.report.plot_curves"),
     ("function", "pyarrow", "open('pairs.parquet', 'wb').close()\nfrom jaxlab.ot_clip.data.embeddings import "
      "read_embeddings\nread_embeddings('pairs.parquet')", "reading the Parquet file pairs.parquet"),
-    ("module", "exponax", "import jaxlab.pde.data", "jaxlab.pde.data.steppers"),
+    ("function", "exponax", "import jaxlab.pde.data as d\nd.generate(d.dataset_spec('ns_fno', 1, resolution=16))",
+     "a generated PDE data set"),
+    ("function", "exponax", "import jaxlab.pde.data as d\nd.load_or_generate(d.dataset_spec('ns_fno', 1), 'cache')",
+     "a generated PDE data set"),
+    ("module", "exponax", "import jaxlab.pde.data.steppers", "jaxlab.pde.data.steppers"),
     ("module", "h5py", "import jaxlab.pde.data.files", "jaxlab.pde.data.files.records"),
     ("module", "gymnax", "import jaxlab.rl.envs", "jaxlab.rl.env_names"),
     ("module", "flashbax", "import jaxlab.rl.replay", "jaxlab.rl.replay"),
@@ -97,17 +101,19 @@ def test_a_missing_package_is_one_line_naming_its_extra(probed, i):
   assert name == module and no_chain  # the original ModuleNotFoundError is not printed after it
 
 
-def _cli(args: list[str], missing: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
-  """``python -m jaxlab.main <args>`` with ``missing`` looking not installed."""
-  code = (f"import runpy, sys\nsys.modules[{missing!r}] = None\nsys.argv = ['jaxlab.main', *{args!r}]\n"
-          "runpy.run_module('jaxlab.main', run_name='__main__', alter_sys=True)")
+def _cli(args: list[str], missing: str, cwd: pathlib.Path, module: str = "jaxlab.main") -> subprocess.CompletedProcess:
+  """``python -m <module> <args>`` with ``missing`` looking not installed."""
+  code = (f"import runpy, sys\nsys.modules[{missing!r}] = None\nsys.argv = [{module!r}, *{args!r}]\n"
+          f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
   env = dict(os.environ, XLA_FLAGS="", PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
   return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("config, missing, task", [("digits_mlp:tiny", "sklearn", "digits_classification"),
                                                    ("dqn_minatar:tiny", "gymnax", "dqn_minatar"),
-                                                   ("dpot_pde:tiny", "exponax", "pde_operator")])
+                                                   ("dpot_pde:tiny", "exponax", "pde_operator"),
+                                                   ("dqn_atari:tiny", "envpool", "dqn_atari"),
+                                                   ("clip_files:tiny", "grain", "clip_files")])
 def test_a_command_line_task_without_its_extra_is_one_line_and_leaves_no_workdir(tmp_path, config, missing, task):
   p = _cli([f"--config={config}", f"--workdir={tmp_path / 'run'}"], missing, tmp_path)
   assert p.returncode == 2, p.stderr
@@ -116,6 +122,15 @@ def test_a_command_line_task_without_its_extra_is_one_line_and_leaves_no_workdir
   assert lines[0].startswith("jaxlab: error: ") and lines[0].endswith(
       f"needs the optional package {missing!r}, which is not installed: pip install 'jaxlab[{EXTRAS[missing]}]'")
   assert not (tmp_path / "run").exists()
+
+
+def test_the_pde_data_command_without_exponax_is_one_line_and_writes_nothing(tmp_path):
+  # python -m imports the package jaxlab.pde.data before its __main__: that import must not need exponax
+  p = _cli(["--trajectories=1", "--resolution=16", f"--cache_dir={tmp_path / 'cache'}"], "exponax", tmp_path,
+           module="jaxlab.pde.data")
+  assert p.returncode == 2, p.stderr
+  assert p.stderr.strip().splitlines() == ["jaxlab.pde.data: error: " + _line("a generated PDE data set", "exponax")]
+  assert not (tmp_path / "cache").exists()
 
 
 def test_the_report_without_matplotlib_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):

@@ -14,11 +14,8 @@ import json
 from typing import Any, Mapping
 
 from jaxlab.errors import check, is_int, is_real
-from jaxlab.pde.data.families import FAMILIES, FNO_VISCOSITIES, check_params, get_family, substeps
+from jaxlab.pde.data.families import FAMILIES, FNO_VISCOSITIES, GENERATED, check_params, get_family, substeps
 from jaxlab.registry import optional_imports
-
-with optional_imports(__name__):
-  import exponax
 
 # Bump when the generator's numerics change, so old caches are not reused.
 GENERATOR_VERSION = 1
@@ -57,6 +54,8 @@ class DatasetSpec:
 
   def settings(self) -> dict[str, Any]:
     """Everything that decides the data (not the display name), JSON-serialisable."""
+    with optional_imports(GENERATED):  # the solver's version is part of the cache key
+      import exponax
     return dict(family=self.family, num_trajectories=self.num_trajectories, seed=self.seed,
                 resolution=self.resolution, solver_resolution=self.solver_resolution,
                 params=dict(self.params), generator_version=GENERATOR_VERSION,
