@@ -98,10 +98,19 @@ CELLS = {
     # the accelerator recipe (docs/getting_started.md) with the CPU jax in place of jax[cuda12]: jax
     # first, then jaxlab beside it
     "jax_first": ("data", [(MAIN + ["--config=digits_mlp:tiny", "--workdir={w}/mlp"], 0, "digits_mlp:tiny")]),
+    # the accelerator recipe's rl line (jax and the rl extra in one command), the CPU jax in place of jax[cuda12]
+    "rl_with_jax": ("rl", [(MAIN + ["--config=dqn_minatar:tiny", "--workdir={w}/dqn"], 0, "dqn_minatar:tiny")]),
     # the rl extra, then the newest jax past gymnax's declared cap (docs/getting_started.md)
     "rl+newest_jax": ("rl", [(["pip", "install", "-q", "-U", "jax", "jaxlib"], 0, "pip install -U jax jaxlib"),
                              (MAIN + ["--config=dqn_minatar:tiny", "--workdir={w}/dqn"], 0, "dqn_minatar:tiny")]),
 }
+
+#: How the table shows a cell that is more than one ``pip install``.
+RECIPES = {"jax_first": "`jax`, then `jaxlab[data]`", "rl_with_jax": "`-U jax jaxlib jaxlab[rl]`",
+           "rl+newest_jax": "`jaxlab[rl]`, then `-U jax jaxlib`"}
+
+#: Cells whose jaxlab install names ``-U jax jaxlib`` in the same command.
+JAX_TOGETHER = ("rl_with_jax",)
 
 #: Cells whose venv gets ``pip install -U jax jaxlib`` before jaxlab (the accelerator recipe's order).
 JAX_FIRST = ("jax_first",)
@@ -142,7 +151,8 @@ def cell(python: str, name: str, wheel: str) -> dict:
       subprocess.run([py, "-m", "pip", "install", "-q", "-U", "jax", "jaxlib"], env=env, check=True, capture_output=True)
       row["jax_before"] = subprocess.run([py, "-c", "import importlib.metadata as m; print(m.version('jax'))"],
                                          capture_output=True, text=True, env=env).stdout.strip()
-    code, seconds, out = _run([py, "-m", "pip", "install", "-q", spec], env, work)
+    together = ["-U", "jax", "jaxlib"] if name in JAX_TOGETHER else []
+    code, seconds, out = _run([py, "-m", "pip", "install", "-q", *together, spec], env, work)
     row["install"] = {"rc": code, "seconds": round(seconds), "tail": out.splitlines()[-3:] if code else []}
     listed = subprocess.run([py, "-m", "pip", "list", "--format=json"], env=env, capture_output=True, text=True).stdout
     versions = {p["name"].lower(): p["version"] for p in json.loads(listed or "[]")}
@@ -180,7 +190,8 @@ def table(result: dict) -> str:
     if r.get("versions_after_steps"):
       jax = f"{jax}, then {r['versions_after_steps'].get('jax')}"
     install = "pip install failed: " + " ".join(r["install"]["tail"]) if r["install"]["rc"] else steps
-    lines.append(f"| {r['python']} | `{r['installed']}` | {jax} | {install} | {'ok' if r.get('ok') else 'FAILED'} |")
+    installed = RECIPES.get(r["extra"], f"`{r['installed']}`")
+    lines.append(f"| {r['python']} | {installed} | {jax} | {install} | {'ok' if r.get('ok') else 'FAILED'} |")
   return "\n".join(lines)
 
 
@@ -202,8 +213,9 @@ def main(argv: list[str] | None = None) -> int:
   if unknown:
     parser.error(f"unknown cells {unknown}; choose from {list(CELLS)}")
   result = json.load(open(args.out)) if os.path.exists(args.out) else {"command": "", "rows": []}
-  result["command"] = "python benchmarks/install_matrix.py " + " ".join(
-      f"--python={os.path.basename(p)}" for p in args.python) + f" --out={os.path.relpath(args.out, REPO)}"
+  # the command that makes every row (a run with --only or --redo remakes some; each row has its date)
+  result["command"] = ("python benchmarks/install_matrix.py --python=python3.11 --python=python3.12 "
+                       f"--out={os.path.relpath(os.path.abspath(args.out), REPO)}")
   wheels = tempfile.mkdtemp(prefix="jaxlab-wheel-")
   subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, REPO], check=True)
   wheel = os.path.join(wheels, os.listdir(wheels)[0])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -39,3 +40,14 @@ def test_ott_is_imported_by_the_function_that_uses_it():
   code = ("import jax.numpy as jnp\nfrom jaxlab.ot_clip.plans import sinkhorn_log_plan\n"
           "sinkhorn_log_plan(jnp.eye(3), 0.1, use_ott=True)")
   assert _imported_after(code, ["ott"]) == ["ott"]
+
+
+def test_the_build_notes_import_table_is_the_result_files():
+  from benchmarks.import_times import table
+  result = json.loads((REPO / "benchmarks" / "results" / "install" / "import_times.json").read_text())
+  notes = (REPO / "BUILD_NOTES.md").read_text()
+  block = re.search(r"<!-- import-times:.*?-->\n(.*?)\n<!-- /import-times -->", notes, re.S)
+  assert block, "BUILD_NOTES.md has no generated import-times block"
+  assert block.group(1) == table(result), "regenerate: python benchmarks/import_times.py --table --out=..."
+  rows = {r["package"]: r for r in result["rows"]}
+  assert "ott" in rows["jaxlab.ot_clip"]["large_before"] and "ott" not in rows["jaxlab.ot_clip"]["large_after"]
