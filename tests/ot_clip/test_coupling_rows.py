@@ -35,7 +35,7 @@ from jaxlab.ot_clip import get_loss
 from jaxlab.ot_clip.coupling import i2t_accuracy
 from jaxlab.ot_clip.registry import LOSSES
 from jaxlab.ot_clip.blocked import ROW_BLOCKED
-from tests.tolerances import assert_close_to_scale, gamma
+from tests.support.tolerances import assert_close_to_scale, gamma
 
 B, D, SCALE, BIAS = 64, 16, 10.0, -5.0
 ALL = ["infonce", "siglip", "one_sided_ot", "entropic_ot", "unbalanced_ot", "dbot", "fgw", "ufgw"]

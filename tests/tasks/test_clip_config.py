@@ -9,7 +9,7 @@ from jaxlab.errors import InputError
 from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 from jaxlab.tasks.clip_config import check_chunk_size, rows_per_device, split_mesh
-from tests.tolerances import log_domain_atol
+from tests.support.tolerances import log_domain_atol
 
 
 def _config(batch_size=64, chunk_size=None, **overrides):
