@@ -16,7 +16,7 @@ config, with a batch large enough that what grows with it dominates), the traine
 A task whose step collects its own data (DQN: no batch argument, the replay buffer in the state)
 splits vmapped runs over "data": it is measured with ``RUNS`` runs, whose state must fall as 1/n.
 
-``tests/train/test_task_scaling.py`` asserts the contract (1 and 8 devices in the default suite);
+``tests/benchmarks/test_task_scaling.py`` asserts the contract (1 and 8 devices in the default suite);
 this script writes the whole table::
 
   XLA_FLAGS=--xla_force_host_platform_device_count=8 nice -n 5 python benchmarks/task_scaling.py \
@@ -173,7 +173,7 @@ def main() -> None:
                                f" --xla_force_host_platform_device_count={max(counts)}").strip()
   sys.path.insert(0, str(ROOT))
   import jax  # pylint: disable=import-outside-toplevel
-  from tests.train.test_task_contract import CONTRACT  # pylint: disable=import-outside-toplevel
+  from tests.support.task_contract import CONTRACT  # pylint: disable=import-outside-toplevel
   tasks = args.tasks.split(",") if args.tasks else sorted(CONTRACT)
   out: dict[str, Any] = {
       "jax": jax.__version__, "platform": jax.devices()[0].platform, "devices": list(counts),

@@ -30,7 +30,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.task_scaling import format_table, task_table
-from tests.train.test_task_contract import CONTRACT
+from tests.support.task_contract import CONTRACT
 
 
 @pytest.fixture(scope="module")
