@@ -10,6 +10,11 @@ Several processes (hosts) run the same command, each with its own process id:
   ``--process_id=0..N-1``, or the environment variables ``JAX_COORDINATOR_ADDRESS``,
   ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID`` where the flag is not given. Any of the three (flag or
   variable) implies ``--distributed``; a bad value is one line (``jaxlab.distributed.distributed_args``).
+
+A process that waits for the others (to join, to agree on the run, to save together after SIGTERM)
+says so within seconds and gives up with one line after ``--peer_timeout_s`` seconds (default: the
+``JAXLAB_PEER_TIMEOUT_S`` environment variable, else 300). Before the first step the processes check
+that they all start the same run (``jaxlab.experiment.agreement``).
 """
 
 from __future__ import annotations
@@ -72,6 +77,9 @@ _NUM_PROCESSES = flags.DEFINE_string("num_processes", None,
 _PROCESS_ID = flags.DEFINE_string("process_id", None,
                                   "This process's id in [0, num_processes) (default: $JAX_PROCESS_ID); "
                                   "implies --distributed.")
+_PEER_TIMEOUT = flags.DEFINE_string("peer_timeout_s", None,
+                                    "Seconds a process waits for the other processes (to join, to agree on the run, "
+                                    "to save after SIGTERM) before it gives up (default: $JAXLAB_PEER_TIMEOUT_S, else 300).")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -135,6 +143,10 @@ def parse_flags(argv: Sequence[str]) -> list[str]:
 
 def _fail(message: str) -> None:
   sys.stderr.write(f"jaxlab: error: {message}\n")
+  if "jax" in sys.modules:
+    from jaxlab import peers
+    if peers.client() is not None:  # JAX's shutdown would wait for peers that may be gone: leave now
+      peers.leave(2)
   sys.exit(2)
 
 
@@ -191,7 +203,7 @@ def _run(created: bool) -> dict[str, dict]:
   raise_if_pending()
   try:  # before any workdir exists: a refused launch leaves nothing behind
     processes = distributed_args(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
-                                 distributed=_DISTRIBUTED.value)
+                                 distributed=_DISTRIBUTED.value, peer_timeout_s=_PEER_TIMEOUT.value)
     if processes is not None:
       initialize(processes)
   except InputError as e:

@@ -1,0 +1,226 @@
+"""The other processes of a multi-process run: wait for them a bounded time, and say so.
+
+A process that waits for its peers (to join, to agree on the run, to save together after a
+preemption notice) says so on stderr within :data:`NOTICE_AFTER_S` seconds and gives up after the
+peer timeout (:func:`peer_timeout_s`: ``--peer_timeout_s`` of ``python -m jaxlab.main``, else the
+``JAXLAB_PEER_TIMEOUT_S`` environment variable, else :data:`DEFAULT_PEER_TIMEOUT_S`) with one line,
+instead of hanging until a scheduler kills it. Records are exchanged through the key-value store of
+JAX's coordination service (``jax.distributed``), which every process reaches once it has joined.
+
+This module imports JAX only inside the functions that need a joined job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable, Mapping, NoReturn
+
+from jaxlab.errors import InputError
+
+#: The environment variable read for the peer timeout when ``--peer_timeout_s`` is not given.
+PEER_TIMEOUT_ENV = "JAXLAB_PEER_TIMEOUT_S"
+#: Seconds a process waits for its peers before it gives up (JAX's own join timeout is 300 s too).
+DEFAULT_PEER_TIMEOUT_S = 300.0
+#: The largest peer timeout accepted: one day.
+MAX_PEER_TIMEOUT_S = 86400.0
+#: Seconds of waiting after which a process says what it waits for.
+NOTICE_AFTER_S = 5.0
+#: The key JAX's preemption service sets in the coordination service when a process receives SIGTERM.
+PREEMPTION_NOTICE_KEY = "RECEIVED_PREEMPTION_NOTICE"
+#: Exit status of a process that gave up waiting for its peers.
+GAVE_UP_STATUS = 2
+
+_timeout: dict[str, Any] = {}  # set by set_peer_timeout (the command line); else the variable, else the default
+
+
+def check_peer_timeout(raw: Any, source: str) -> float:
+  """``raw`` (a flag or variable value) as seconds in ``(0, MAX_PEER_TIMEOUT_S]``, else one-line ``InputError``.
+
+  Examples:
+    >>> from jaxlab.peers import check_peer_timeout
+    >>> check_peer_timeout("30", "--peer_timeout_s")
+    30.0
+  """
+  try:
+    value = float(raw)
+  except (TypeError, ValueError):
+    value = float("nan")
+  if not 0 < value <= MAX_PEER_TIMEOUT_S:  # also refuses nan
+    raise InputError(f"{source}={raw}; must be a number of seconds in (0, {MAX_PEER_TIMEOUT_S:g}] "
+                     "(how long a process waits for the other processes before it gives up)")
+  return value
+
+
+def set_peer_timeout(seconds: float, source: str) -> None:
+  """Sets the peer timeout of this process (the command line's ``--peer_timeout_s``), checked before."""
+  _timeout.update(seconds=float(seconds), source=source)
+
+
+def peer_timeout_s(environ: Mapping[str, str] | None = None) -> tuple[float, str]:
+  """``(seconds, where it came from)``: ``--peer_timeout_s`` if set, else ``JAXLAB_PEER_TIMEOUT_S``, else 300.
+
+  Raises:
+    InputError: the environment variable is not a number of seconds in ``(0, 86400]``.
+
+  Examples:
+    >>> from jaxlab.peers import peer_timeout_s
+    >>> peer_timeout_s({})
+    (300.0, 'default')
+    >>> peer_timeout_s({"JAXLAB_PEER_TIMEOUT_S": "20"})
+    (20.0, 'JAXLAB_PEER_TIMEOUT_S')
+  """
+  if _timeout and environ is None:
+    return _timeout["seconds"], _timeout["source"]
+  raw = (os.environ if environ is None else environ).get(PEER_TIMEOUT_ENV, "")
+  if raw.strip():
+    return check_peer_timeout(raw, PEER_TIMEOUT_ENV), PEER_TIMEOUT_ENV
+  return DEFAULT_PEER_TIMEOUT_S, "default"
+
+
+def _setting(seconds: float, source: str) -> str:
+  """How a message names the timeout: its value and where it came from (how to change it)."""
+  where = f"the default; set --peer_timeout_s or {PEER_TIMEOUT_ENV}" if source == "default" else source
+  return f"{seconds:g} s ({where})"
+
+
+def say(line: str) -> None:
+  """Writes one line to stderr at once (a process that waits is often one of several sharing a terminal)."""
+  sys.stderr.write(line.rstrip("\n") + "\n")
+  sys.stderr.flush()
+
+
+def leave(status: int) -> NoReturn:
+  """Ends this process now, without JAX's shutdown barrier (which would wait for peers that are gone)."""
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except Exception:  # noqa: BLE001 - a closed stream: nothing left to flush
+      pass
+  os._exit(status)
+
+
+class Wait:
+  """Context manager around a wait for the other processes: a notice after a few seconds, a deadline.
+
+  Inside the block this process waits for ``what``. If the block is still running after
+  :data:`NOTICE_AFTER_S` seconds, one line says what it waits for and for how long. If it is still
+  running at the peer timeout, ``on_timeout`` runs in the watching thread: with ``give_up`` set,
+  the default writes ``jaxlab: error: <who>: <give_up>`` and ends the process
+  (:func:`leave`), for a wait that Python cannot interrupt (a call into JAX's C++ that blocks).
+  A block that can raise instead reads :attr:`deadline` and raises itself (``give_up=None``).
+
+  Args:
+    who: this process, as messages name it (``"process 1 of 2"``).
+    what: what it waits for, completing "waiting for ...".
+    give_up: what went wrong, after "<who>: "; ``{within}`` in it becomes "within <seconds> s
+      (<where the timeout came from>)". None: nothing happens at the deadline (the block checks
+      :attr:`deadline` itself).
+    timeout: ``(seconds, source)``, default :func:`peer_timeout_s`.
+    status: the exit status of a process that gives up.
+  """
+
+  def __init__(self, who: str, what: str, give_up: str | None = None, *,
+               timeout: tuple[float, str] | None = None, status: int = GAVE_UP_STATUS,
+               on_timeout: Callable[[], None] | None = None):
+    self.who, self.what, self.give_up, self.status = who, what, give_up, status
+    self.seconds, self.source = timeout if timeout is not None else peer_timeout_s()
+    self._on_timeout = on_timeout
+    self._done = threading.Event()
+    self._thread: threading.Thread | None = None
+    self.deadline = 0.0
+
+  @property
+  def setting(self) -> str:
+    """The timeout as messages name it."""
+    return _setting(self.seconds, self.source)
+
+  @property
+  def within(self) -> str:
+    """``"within <seconds> s (<where the timeout came from>)"``, for messages."""
+    return f"within {self.setting}"
+
+  def __enter__(self) -> "Wait":
+    self.deadline = time.monotonic() + self.seconds
+    self._thread = threading.Thread(target=self._watch, name="jaxlab-peer-wait", daemon=True)
+    self._thread.start()
+    return self
+
+  def _watch(self) -> None:
+    if self._done.wait(min(NOTICE_AFTER_S, self.seconds)):
+      return
+    say(f"jaxlab: {self.who}: waiting for {self.what}; gives up after {self.setting}")
+    if self._done.wait(max(0.0, self.deadline - time.monotonic())):
+      return
+    if self._on_timeout is not None:
+      self._on_timeout()
+    elif self.give_up is not None:
+      say(f"jaxlab: error: {self.who}: " + self.give_up.replace("{within}", self.within))
+      leave(self.status)
+
+  def __exit__(self, *exc: Any) -> None:
+    self._done.set()
+
+
+# ------------------------------------------------------------------------------- a joined job
+
+def client() -> Any:
+  """JAX's coordination-service client of a joined multi-process job, or None (one process)."""
+  from jax._src import distributed  # noqa: PLC0415 - the client is not public API; orbax reads it the same way
+
+  return distributed.global_state.client
+
+
+def process() -> tuple[int, int]:
+  """``(process id, number of processes)`` as this process was started (no backend is initialised)."""
+  from jax._src import distributed  # noqa: PLC0415
+
+  state = distributed.global_state
+  return int(state.process_id), int(state.num_processes)
+
+
+def who() -> str:
+  """This process as messages name it: ``"process 1 of 2"``."""
+  index, count = process()
+  return f"process {index} of {count}"
+
+
+def _status(error: Exception) -> str:
+  """The status code at the start of a coordination-service error (``"NOT_FOUND"``, ``"DEADLINE_EXCEEDED"``)."""
+  return str(error).split(":", 1)[0].strip()
+
+
+def publish(key: str, value: Mapping[str, Any]) -> Mapping[str, Any] | None:
+  """Sets ``key`` to ``value`` (JSON) once; returns None, or the value already there (a duplicate)."""
+  try:
+    client().key_value_set(key, json.dumps(value, sort_keys=True))
+    return None
+  except RuntimeError as e:
+    if _status(e) != "ALREADY_EXISTS":
+      raise
+    return json.loads(client().key_value_try_get(key))
+
+
+def fetch(key: str, deadline: float) -> dict[str, Any] | None:
+  """The JSON value of ``key``, waiting for it until ``deadline`` (``time.monotonic()``); None if it did not come."""
+  while True:
+    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+    try:
+      return json.loads(client().blocking_key_value_get(key, min(left_ms, 1000)))
+    except RuntimeError as e:
+      if _status(e) != "DEADLINE_EXCEEDED":
+        raise
+    if time.monotonic() >= deadline:
+      return None
+
+
+def preemption_noticed() -> bool:
+  """Whether JAX's preemption service has recorded a SIGTERM of any process of the job."""
+  try:
+    client().key_value_try_get(PREEMPTION_NOTICE_KEY)
+    return True
+  except RuntimeError:  # NOT_FOUND, or the coordinator unreachable (JAX's heartbeats handle that)
+    return False
