@@ -226,7 +226,8 @@ def initialize(args: DistributedArgs) -> None:
   The coordinator's host name must resolve (waited for, up to the peer timeout); process 0's port
   must be free here and unanswered. While the other processes have not all joined, this process
   says so within seconds (``jaxlab.peers.NOTICE_AFTER_S``) and, at the peer timeout, ends with one
-  line (exit status 2): JAX's own join timeout aborts the process with a C++ stack trace.
+  line (exit status 2): JAX's own join timeout aborts the process with a C++ stack trace. Once
+  joined, a SIGTERM while a peer is gone or stuck ends the process (``jaxlab.peers.watch_preemption``).
 
   Args:
     args: from :func:`distributed_args`.
@@ -267,3 +268,4 @@ def initialize(args: DistributedArgs) -> None:
     raise InputError(f"{_listed(given)} given without {_listed(args.missing())}, and no cluster "
                      "(Cloud TPU, SLURM, Open MPI) was detected to supply "
                      f"{'them' if len(args.missing()) > 1 else 'it'}; give all three, {example}") from None
+  peers.watch_preemption()  # from now on, a SIGTERM while a peer is gone ends this process

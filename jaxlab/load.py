@@ -169,7 +169,9 @@ def _pick_step(steps: list[int], step: Any, directory: str) -> int:
     raise InputError(f"load_run: no complete checkpoint in {directory}; train on until one is saved")
   if step is None:
     return steps[-1]
-  if not is_int(step) or int(step) not in steps:
+  if not is_int(step):
+    raise InputError(f"load_run: step={step!r} is not an int (a {type(step).__name__}); {allowed}")
+  if int(step) not in steps:
     raise InputError(f"load_run: step={step!r} has no checkpoint in {directory}; {allowed}")
   return int(step)
 
@@ -183,6 +185,24 @@ def _check_seed_index(seed_index: Any, runs: Any, workdir: str, seed: int) -> No
   if not is_int(seed_index) or not 0 <= seed_index < size:
     raise InputError(f"load_run: seed_index={seed_index!r} is out of range; {workdir!r} holds {what}; "
                      f"allowed: an int in [0, {size - 1}], or None for all")
+
+
+def _check_mesh(mesh: Any) -> None:
+  if mesh is not None and not isinstance(mesh, jax.sharding.Mesh):
+    shown = repr(mesh) if len(repr(mesh)) <= 80 else f"a {type(mesh).__name__}"
+    raise InputError(f"load_run: mesh={shown} is not a jax.sharding.Mesh; allowed: a Mesh "
+                     "(e.g. jaxlab.train.make_mesh(config.mesh)), or None for the default device")
+
+
+def _check_runs_fit_mesh(runs: Any, mesh: jax.sharding.Mesh | None, workdir: str) -> None:
+  """All runs of a vmapped workdir go over the mesh's "data" axis: its size must divide the run count."""
+  if mesh is None or runs is None:
+    return
+  size = dict(mesh.shape).get("data", 1)
+  if runs.size % size:
+    raise InputError(f"load_run: {workdir!r} holds {runs.size} vmapped runs, which the mesh's 'data' axis "
+                     f"(size {size}) does not divide; allowed: a mesh whose 'data' size divides {runs.size}, "
+                     f"or one run with seed_index in [0, {runs.size - 1}]")
 
 
 def _load_context(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh | None) -> TaskContext:
@@ -240,11 +260,13 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
     A :class:`Run`, its arrays on the default device (or on ``mesh``).
 
   Raises:
-    InputError: no such workdir, no checkpoint in it, no checkpoint at ``step``, ``seed_index``
-      out of range; one line naming the value and what is allowed. Nothing is written.
+    InputError: no such workdir, no checkpoint in it, ``step`` not an int or without a checkpoint,
+      ``seed_index`` out of range, ``mesh`` not a ``Mesh``, a "data" axis that does not divide the
+      run count (all runs loaded); one line naming the value and what is allowed. Nothing is written.
     CheckpointError: the checkpoint is unreadable, or its saved tree is not the state its config
       builds (a leaf missing, extra or of another shape: the first are named).
   """
+  _check_mesh(mesh)
   found = _workdir(workdir)
   directory = found.checkpoints
   workdir = os.fspath(workdir)
@@ -260,6 +282,8 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
   inference = task.inference
   _check_seed_index(seed_index, runs, workdir, int(config.seed))
   index = seed_index if runs is not None and seed_index is not None else None
+  if index is None:
+    _check_runs_fit_mesh(runs, mesh, workdir)
   abstract = jax.eval_shape(init, *init_args)
   keys = _STATE_KEYS + (("opt_state",) if opt_state else ())
   fields = {k: getattr(abstract, k) for k in keys}

@@ -206,6 +206,8 @@ def _run(created: bool) -> dict[str, dict]:
                                  distributed=_DISTRIBUTED.value, peer_timeout_s=_PEER_TIMEOUT.value)
     if processes is not None:
       initialize(processes)
+      from jaxlab import peers
+      peers.watch_preemption(_WORKDIR.value)  # a SIGTERM's give-up line names the workdir
   except InputError as e:
     _fail(str(e))
   from jaxlab.errors import CheckpointError, DivergedError

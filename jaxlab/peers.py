@@ -5,15 +5,21 @@ preemption notice) says so on stderr within :data:`NOTICE_AFTER_S` seconds and g
 peer timeout (:func:`peer_timeout_s`: ``--peer_timeout_s`` of ``python -m jaxlab.main``, else the
 ``JAXLAB_PEER_TIMEOUT_S`` environment variable, else :data:`DEFAULT_PEER_TIMEOUT_S`) with one line,
 instead of hanging until a scheduler kills it. Records are exchanged through the key-value store of
-JAX's coordination service (``jax.distributed``), which every process reaches once it has joined.
+JAX's coordination service (``jax.distributed``), which every process reaches once it has joined;
+:func:`agree` checks there that every process starts the same run (a hash of each process's record,
+compared by process 0; a difference names the first differing key and each process's value).
 
 This module imports JAX only inside the functions that need a joined job.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import os
+import signal
+import socket
 import sys
 import threading
 import time
@@ -33,6 +39,8 @@ NOTICE_AFTER_S = 5.0
 PREEMPTION_NOTICE_KEY = "RECEIVED_PREEMPTION_NOTICE"
 #: Exit status of a process that gave up waiting for its peers.
 GAVE_UP_STATUS = 2
+#: Seconds process 0 waits (at most) for the others to read a refusal before it leaves (it hosts the coordinator).
+ACK_WAIT_S = 10.0
 
 _timeout: dict[str, Any] = {}  # set by set_peer_timeout (the command line); else the variable, else the default
 
@@ -224,3 +232,161 @@ def preemption_noticed() -> bool:
     return True
   except RuntimeError:  # NOT_FOUND, or the coordinator unreachable (JAX's heartbeats handle that)
     return False
+
+
+# ------------------------------------------------------------------------------- preemption
+
+class _PreemptionWatch:
+  """The one watch of this process (:func:`watch_preemption`); its thread lives until :func:`stand_down`."""
+  thread: threading.Thread | None = None
+  done = threading.Event()
+  where = "the workdir"
+
+
+def watch_preemption(where: str | None = None) -> None:
+  """Many processes: once a SIGTERM is recorded, this process has the peer timeout to end, else one line.
+
+  JAX's preemption service owns SIGTERM on a joined job and records it in the coordination service;
+  the processes then agree on a step, save it together and stop. A peer that is gone or stuck keeps
+  this process waiting in a collective (during set-up, a step, or that save) until a SIGKILL: from
+  the moment this process sees the record, it has the peer timeout to finish, else it writes
+  ``jaxlab: error: <who>: ... ending without saving (<where> keeps its last checkpoint; ...)`` and
+  ends with status 143 (128 + SIGTERM), as a SIGTERM would. Idempotent; nothing on one process.
+  Armed when jaxlab joins the job (``jaxlab.distributed.initialize``) and by the training loop.
+
+  Args:
+    where: the run's workdir, named by the message (default: "the workdir").
+  """
+  if where is not None:
+    _PreemptionWatch.where = where
+  if client() is None or process()[1] == 1:
+    return
+  if _PreemptionWatch.thread is None or not _PreemptionWatch.thread.is_alive():
+    _PreemptionWatch.done = threading.Event()
+    _PreemptionWatch.thread = threading.Thread(target=_watch_notice, args=(_PreemptionWatch.done,),
+                                               name="jaxlab-preemption-notice", daemon=True)
+    _PreemptionWatch.thread.start()
+
+
+def stand_down() -> None:
+  """Ends the watch: the loop stopped at the agreed step and saved it (or finished)."""
+  _PreemptionWatch.done.set()
+
+
+def _watch_notice(done: threading.Event) -> None:
+  while not done.wait(1.0):
+    if preemption_noticed():
+      break
+  else:
+    return
+  give_up = (f"a SIGTERM (preemption) arrived, and the processes did not reach a step to save at together "
+             f"{{within}}: another process is gone or stuck; ending without saving ({_PreemptionWatch.where} "
+             "keeps its last checkpoint; rerun to resume)")
+  with Wait(who(), "every process to reach the step to save at after a SIGTERM", give_up, status=128 + signal.SIGTERM):
+    done.wait()
+
+
+# ------------------------------------------------------------------------------- agreement
+
+_ROUNDS = itertools.count()  # each agreement has its own keys; every process of a job counts alike
+
+
+def record_hash(record: Mapping[str, Any]) -> str:
+  """The sha256 of a record's canonical JSON (keys sorted): equal records, equal hashes, on any host.
+
+  Examples:
+    >>> from jaxlab.peers import record_hash
+    >>> record_hash({"seed": 0, "steps": 8}) == record_hash({"steps": 8, "seed": 0})
+    True
+  """
+  return hashlib.sha256(json.dumps(record, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def first_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[str, Any, Any] | None:
+  """``(key, value in a, value in b)`` of the first key (in ``a``'s order, then ``b``'s) that differs, or None.
+
+  Examples:
+    >>> from jaxlab.peers import first_difference
+    >>> first_difference({"num_steps": 8, "seed": 0}, {"num_steps": 20, "seed": 3})
+    ('num_steps', 8, 20)
+  """
+  for key in list(a) + [k for k in b if k not in a]:
+    if a.get(key, "<absent>") != b.get(key, "<absent>"):
+      return key, a.get(key, "<absent>"), b.get(key, "<absent>")
+  return None
+
+
+def agree(record: Mapping[str, Any], fix: Callable[[str], str]) -> None:
+  """Checks that every process of the joined job starts with the same ``record`` (nothing on one process).
+
+  Each process publishes its record and the record's hash (:func:`record_hash`) under its process
+  id in the coordination service; process 0 compares each hash with its own, as they come, and
+  publishes the verdict, which every process reads. Each wait is bounded by the peer timeout and
+  announced after :data:`NOTICE_AFTER_S` seconds (:class:`Wait`).
+
+  Args:
+    record: ``{key: JSON-safe value}`` of what must be the same everywhere, in the order a
+      difference is reported (the first differing key is named).
+    fix: the differing key -> what to do about it (ends the message).
+
+  Raises:
+    InputError: on every process alike, one line: a process id taken by two processes; a
+      difference (the first differing key and each process's value); a process that did not come
+      within the peer timeout.
+  """
+  if client() is None:
+    return
+  index, count = process()
+  if count == 1:
+    return
+  prefix = f"jaxlab/agree/{next(_ROUNDS)}"
+  me = f"process {index} of {count}"
+  mine = {"hash": record_hash(record), "record": dict(record), "host": socket.gethostname(), "pid": os.getpid()}
+  taken = publish(f"{prefix}/process/{index}", mine)
+  if taken is not None:
+    raise InputError(f"{me}: process id {index} is taken by another process too (host {taken['host']}, pid "
+                     f"{taken['pid']}); start each process with its own --process_id (JAX_PROCESS_ID) in [0, {count - 1}]")
+  if index == 0:
+    verdict = _compare_all(prefix, mine, count, fix)
+    publish(f"{prefix}/verdict", verdict)
+    if verdict["refused"]:
+      _wait_for_acks(prefix, verdict["reached"])
+      raise InputError(verdict["message"])
+    return
+  with Wait(me, "process 0 to compare every process's run") as wait:
+    verdict = fetch(f"{prefix}/verdict", wait.deadline)
+  if verdict is None:
+    raise InputError(f"{me}: process 0 did not compare the processes' runs {wait.within}: it is gone, stuck, or "
+                     "waiting for another process; start every process with the same command")
+  if verdict["refused"]:
+    publish(f"{prefix}/ack/{index}", {"read": True})
+    raise InputError(verdict["message"])
+
+
+def _compare_all(prefix: str, mine: Mapping[str, Any], count: int, fix: Callable[[str], str]) -> dict[str, Any]:
+  """Process 0: each other process's hash, as it comes, against its own; the verdict to publish."""
+  reached: list[int] = []
+  with Wait(f"process 0 of {count}", "the other processes to start the run") as wait:
+    for k in range(1, count):
+      wait.what = f"process {k} to start the run (processes 1 to {k - 1} have)" if k > 1 else "process 1 to start the run"
+      theirs = fetch(f"{prefix}/process/{k}", wait.deadline)
+      if theirs is None:
+        message = (f"process 0 of {count}: process {k} did not start the run {wait.within} (processes 0 to "
+                   f"{k - 1} did); start all {count} processes with the same command, each with its own --process_id")
+        return {"refused": True, "message": message, "reached": reached}
+      reached.append(k)
+      if theirs["hash"] == mine["hash"]:
+        continue
+      key, ours, other = first_difference(mine["record"], theirs["record"]) or ("the run", mine["hash"], theirs["hash"])
+      message = (f"the {count} processes disagree on the run: {key} is {ours!r} on process 0 and {other!r} on "
+                 f"process {k}; {fix(key)}")
+      return {"refused": True, "message": message, "reached": reached}
+  return {"refused": False, "message": "", "reached": reached}
+
+
+def _wait_for_acks(prefix: str, processes: list[int]) -> None:
+  """Process 0 hosts the coordinator: it stays until the processes it heard from have read the refusal."""
+  deadline = time.monotonic() + ACK_WAIT_S
+  for k in processes:
+    if fetch(f"{prefix}/ack/{k}", deadline) is None:
+      return

@@ -7,9 +7,9 @@ checkpoint. A second Ctrl-C aborts at once (KeyboardInterrupt, nothing saved). O
 orbax's ``reached_preemption`` (JAX's coordination service) makes every process agree on the
 step, so that all of them save the same one; there the handlers are not installed, and JAX's
 preemption service records the SIGTERM in the coordination service. A process that sees that
-record and has not finished its loop after the peer timeout (``jaxlab.peers``) ends with one line:
-a peer that is gone or stuck would keep it waiting in a collective, or in the save that needs every
-process, until a SIGKILL.
+record and has not finished its loop after the peer timeout ends with one line
+(``jaxlab.peers.watch_preemption``): a peer that is gone or stuck would keep it waiting in a
+collective, or in the save that needs every process, until a SIGKILL.
 
 The handlers live only inside the ``with`` block (the trainer's loop): afterwards the previous
 ones are back, so a notebook keeps its own Ctrl-C. They are installed from the main thread only
@@ -47,14 +47,12 @@ class PreemptionWatcher:
     self._previous: dict[int, Any] = {}
     self.received: int | None = None  # the first signal that asked to stop
     self._interrupts = 0
-    self._stop_watching = threading.Event()
-    self._notice_watch: threading.Thread | None = None
 
   def __enter__(self) -> "PreemptionWatcher":
     raise_if_pending()  # a Ctrl-C the CLI deferred during start-up: stop before the first step
-    if jax.process_count() > 1 and peers.client() is not None and not peers.preemption_noticed():
-      self._notice_watch = threading.Thread(target=self._watch_notice, name="jaxlab-preemption-notice", daemon=True)
-      self._notice_watch.start()
+    if jax.process_count() > 1:  # a SIGTERM while a peer is gone ends this process (jaxlab.peers)
+      directory = getattr(self._ckpt, "directory", None)
+      peers.watch_preemption(os.path.dirname(directory) if directory else None)
     # Many processes: JAX's preemption notifier owns SIGTERM; handlers install on the main thread only.
     if jax.process_count() == 1 and threading.current_thread() is threading.main_thread():
       for sig in self._signals:
@@ -80,24 +78,9 @@ class PreemptionWatcher:
       sys.stderr.flush()
     self._flag.set()
 
-  def _watch_notice(self) -> None:
-    """Many processes: once a SIGTERM is recorded, this loop has the peer timeout to save and stop."""
-    while not self._stop_watching.wait(1.0):
-      if peers.preemption_noticed():
-        break
-    else:
-      return
-    directory = getattr(self._ckpt, "directory", None)
-    where = os.path.dirname(directory) if directory else "the workdir"
-    give_up = (f"a SIGTERM (preemption) arrived, and the processes did not reach a step to save at together "
-               f"{{within}}: another process is gone or stuck; ending without saving ({where} keeps its last "
-               "checkpoint; rerun to resume)")
-    with peers.Wait(peers.who(), "every process to reach the step to save at after a SIGTERM", give_up,
-                    status=128 + signal.SIGTERM):
-      self._stop_watching.wait()
-
   def __exit__(self, *exc) -> None:
-    self._stop_watching.set()
+    if jax.process_count() > 1:
+      peers.stand_down()
     for sig, handler in self._previous.items():
       signal.signal(sig, handler)
     self._previous = {}

@@ -89,3 +89,26 @@ def finish(procs: Sequence[Process], timeout: float) -> list[Process]:
     outputs = "\n".join(f"--- process {i} (rc {p.returncode}):\n{p.out[-3000:]}" for i, p in enumerate(procs))
     raise AssertionError(f"{len(late)} process(es) still running after {timeout} s:\n{outputs}")
   return list(procs)
+
+
+def refused(procs: Sequence[Process], timeout: float) -> None:
+  """Finishes the processes as a bad-input case: each must end with status 2 and one ``jaxlab: error:`` line.
+
+  Raises:
+    InputError: every process refused with one line and no traceback: their lines, joined by
+      ``" | "`` (``process <i>: <line>``), so that a sweep classifies the launch like a call.
+    AssertionError: a process ended another way (a traceback, an abort, a second line, a hang).
+  Returns None when every process trained (status 0): the launch was accepted (a silent case).
+  """
+  from jaxlab.errors import InputError
+
+  finish(procs, timeout)
+  if all(p.returncode == 0 for p in procs):
+    return
+  outputs = "\n".join(f"--- process {i} (rc {p.returncode}):\n{p.out[-3000:]}" for i, p in enumerate(procs))
+  clean = all(p.returncode == 2 and len(p.error_lines()) == 1 and "Traceback" not in p.out
+              and "Fatal Python error" not in p.out for p in procs)
+  if not clean:
+    raise AssertionError(f"not one line and status 2 on every process:\n{outputs}")
+  raise InputError(" | ".join(f"process {i}: {p.error_lines()[0].removeprefix('jaxlab: error: ')}"
+                              for i, p in enumerate(procs)))
