@@ -14,7 +14,9 @@ Several processes (hosts) run the same command, each with its own process id:
 A process that waits for the others (to join, to agree on the run, to save together after SIGTERM)
 says so within seconds and gives up with one line after ``--peer_timeout_s`` seconds (default: the
 ``JAXLAB_PEER_TIMEOUT_S`` environment variable, else 300). Before the first step the processes check
-that they all start the same run (``jaxlab.experiment.agreement``).
+that they all start the same run (``jaxlab.experiment.agreement``). A collective whose peer is gone
+ends the process with one line (status 1); any other error of a joined process keeps its traceback
+and ends the process too, without JAX's shutdown, which would wait for the others.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import traceback
 from typing import Sequence
 
 if __name__ == "__main__":  # the CLI, not an import: before JAX starts, a Ctrl-C only sets a flag
@@ -187,9 +190,30 @@ def main(argv: Sequence[str]) -> None:
     sys.stderr.write(f"\njaxlab: stopped by Ctrl-C without saving; {_WORKDIR.value} keeps its last checkpoint "
                      "(rerun to resume from it)\n")
     sys.exit(130)
+  except Exception as e:  # noqa: BLE001 - only a job of several processes is handled here
+    _end_if_joined(e)
+    raise
   import jax
   if jax.process_index() == 0:
     print(f"\n{summary_table(summaries)}\n\nmetrics.jsonl, TensorBoard files and checkpoints are under {_WORKDIR.value}")
+
+
+def _end_if_joined(error: Exception) -> None:
+  """In a job of several processes, an error ends this process now: JAX's shutdown would wait for the
+  others, which may be gone. A collective whose peer is gone is one line (status 1); anything else
+  keeps its traceback."""
+  if "jax" not in sys.modules:
+    return
+  from jaxlab import peers
+  if peers.client() is None:
+    return
+  reason = peers.lost_peer(error)
+  if reason is not None:
+    sys.stderr.write(f"jaxlab: error: {peers.who()}: another process is gone ({reason}); {_WORKDIR.value} keeps "
+                     "its last checkpoint: restart every process to resume\n")
+  else:
+    traceback.print_exc()
+  peers.leave(1)
 
 
 def _run(created: bool) -> dict[str, dict]:

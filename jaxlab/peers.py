@@ -234,6 +234,28 @@ def preemption_noticed() -> bool:
     return False
 
 
+#: What a collective's error says when the process at the other end is gone (gloo's TCP transport).
+_LOST_PEER_SIGNS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe")
+
+
+def lost_peer(error: BaseException) -> str | None:
+  """The collective's own words when ``error`` says the process at the other end is gone, else None.
+
+  Examples:
+    >>> from jaxlab.peers import lost_peer
+    >>> lost_peer(RuntimeError("INTERNAL: Error dispatching computation: Gloo all-reduce failed: "
+    ...                        "Read error [127.0.0.1]:3: Connection reset by peer"))
+    'Gloo all-reduce failed: Read error [127.0.0.1]:3: Connection reset by peer'
+    >>> lost_peer(ValueError("a bug")) is None
+    True
+  """
+  text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+  if not any(sign in text for sign in _LOST_PEER_SIGNS):
+    return None
+  start = text.find("Gloo")
+  return text[start if start >= 0 else 0:][:300]
+
+
 # ------------------------------------------------------------------------------- preemption
 
 class _PreemptionWatch:

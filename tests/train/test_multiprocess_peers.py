@@ -74,3 +74,25 @@ def test_sigterm_while_a_peer_is_stuck_ends_the_process_with_one_line(tmp_path):
   assert "Traceback" not in out
   # The watch polls the notice every second, then waits the peer timeout.
   assert PEER_TIMEOUT_S <= took < PEER_TIMEOUT_S + 30, took
+
+
+def test_a_peer_killed_during_training_ends_the_other_with_one_line(tmp_path):
+  # Process 1 is killed once both train: process 0's next collective fails (gloo: connection reset);
+  # without an exit past JAX's shutdown, which waits for process 1, it would hang after its traceback.
+  workdir = tmp_path / "run"
+  procs = processes.start_processes(["--config=digits_mlp:tiny", "--config.num_steps=1000000",
+                                     f"--peer_timeout_s={PEER_TIMEOUT_S}", f"--workdir={workdir}"], [[], []])
+  try:
+    _read_until(procs[0], "loss=", LIMIT_S)  # a logged step: both processes are in the loop
+    procs[1].signal(signal.SIGKILL)
+    out = procs[0].popen.communicate(timeout=LIMIT_S)[0]
+  finally:
+    for p in procs:
+      if p.popen.poll() is None:
+        p.signal(signal.SIGKILL)
+    procs[1].popen.communicate()
+  errors = [line for line in out.splitlines() if line.startswith("jaxlab: error:")]
+  assert procs[0].returncode == 1 and len(errors) == 1, out[-3000:]
+  assert errors[0].startswith("jaxlab: error: process 0 of 2: another process is gone (Gloo "), errors
+  assert errors[0].endswith(f"; {workdir} keeps its last checkpoint: restart every process to resume"), errors
+  assert "Traceback" not in out
