@@ -184,22 +184,30 @@ def _resolve(source: str, address: str, timeout: tuple[float, str]) -> None:
       time.sleep(min(1.0, max(0.0, wait.deadline - time.monotonic())))
 
 
-def _check_coordinator_port(source: str, address: str) -> None:
+def _check_coordinator_port(source: str, address: str) -> socket.socket | None:
   """Process 0 starts the coordinator on the address's port: that port must be free on this host, and
-  nobody may answer at the address yet (another process started as process 0, there or elsewhere)."""
+  nobody may answer at the address yet (another process started as process 0, there or elsewhere).
+
+  Returns:
+    The socket that found the port free, still bound, now with ``SO_REUSEPORT``: held until JAX's
+    coordinator has bound the port too (gRPC binds with ``SO_REUSEPORT``), so that a second process 0
+    started at the same moment finds the port in use instead of crashing in JAX's server. None
+    where nothing is held (``JAX_COORDINATOR_BIND_ADDRESS`` set, or no such option here).
+  """
   if os.environ.get("JAX_COORDINATOR_BIND_ADDRESS"):
-    return  # the coordinator binds elsewhere: that is JAX's to report
+    return None  # the coordinator binds elsewhere: that is JAX's to report
   host, port = split_address(address)
   twice = "another program holds it, or another process was started as process 0"
+  held = None
   for family, any_host in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
     try:
       probe = socket.socket(family, socket.SOCK_STREAM)
     except OSError:
       continue  # no IPv6 on this host: try IPv4
     try:
-      probe.bind((any_host, port))
-      break
+      probe.bind((any_host, port))  # without SO_REUSEPORT: fails while anyone holds the port
     except OSError as e:
+      probe.close()
       if e.errno == errno.EADDRINUSE:
         raise InputError(f"{source}={address}: port {port} is in use on this host, where process 0 starts the "
                          f"coordinator: {twice} (each process needs its own --process_id); "
@@ -208,13 +216,19 @@ def _check_coordinator_port(source: str, address: str) -> None:
         continue
       raise InputError(f"{source}={address}: process 0 cannot start the coordinator on port {port} of this host "
                        f"({e.strerror or e}); choose another port") from None
-    finally:
+    try:
+      probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+      held = probe
+    except (AttributeError, OSError):  # no SO_REUSEPORT here: let go, and let JAX bind
       probe.close()
+    break
   try:
     with socket.create_connection((host, port), timeout=1.0):
       pass
   except OSError:
-    return  # nobody answers: the coordinator can start
+    return held  # nobody answers: the coordinator can start
+  if held is not None:
+    held.close()
   raise InputError(f"{source}={address}: something already answers there, before this process 0 started the "
                    f"coordinator: {twice} (each process needs its own --process_id), or {host!r} is not this "
                    "host (process 0 runs on the coordinator's host)")
@@ -240,11 +254,11 @@ def initialize(args: DistributedArgs) -> None:
 
   peers.set_peer_timeout(*args.peer_timeout)
   kwargs, seconds = dict(args.kwargs), args.peer_timeout[0]
-  address = kwargs.get("coordinator_address")
+  address, held = kwargs.get("coordinator_address"), None
   if address is not None:
     _resolve(args.sources["coordinator_address"], address, args.peer_timeout)
     if kwargs.get("process_id") == 0:
-      _check_coordinator_port(args.sources["coordinator_address"], address)
+      held = _check_coordinator_port(args.sources["coordinator_address"], address)
   count = kwargs.get("num_processes")
   who = f"process {kwargs['process_id']} of {count}" if "process_id" in kwargs and count else "this process"
   others = ("the other process" if count == 2 else f"the other {count - 1} processes") if count else "the other processes"
@@ -268,4 +282,7 @@ def initialize(args: DistributedArgs) -> None:
     raise InputError(f"{_listed(given)} given without {_listed(args.missing())}, and no cluster "
                      "(Cloud TPU, SLURM, Open MPI) was detected to supply "
                      f"{'them' if len(args.missing()) > 1 else 'it'}; give all three, {example}") from None
+  finally:
+    if held is not None:  # the coordinator holds the port now (or never will)
+      held.close()
   peers.watch_preemption()  # from now on, a SIGTERM while a peer is gone ends this process

@@ -26,16 +26,20 @@ from jaxlab.errors import InputError  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 from tests.train import processes  # noqa: E402
 
-PEER_TIMEOUT_S = 3  # seconds a process waits for the other before it gives up
-LIMIT_S = 90  # a launch still running after this is a hang: killed, and the test fails with its output
-COMMON = ("--config=digits_mlp:tiny", "--config.num_steps=8", f"--peer_timeout_s={PEER_TIMEOUT_S}")
+# Seconds a process waits for the other before it gives up: short where the case is a process that
+# never comes; long where both come and disagree (they end as soon as both arrived; start-up on a
+# loaded machine may differ by more than a few seconds).
+GIVE_UP_S, ARRIVE_S = 3, 60
+LIMIT_S = 120  # a launch still running after this is a hang: killed, and the test fails with its output
+COMMON = ("--config=digits_mlp:tiny", "--config.num_steps=8")
 
 Make = Callable[[Any], Callable[[], None]]
 
 
-def _launch(*own: Sequence[str], held: bool = False, env: dict[str, str] | None = None) -> Make:
-  """One process per ``own`` (its own flags, after the common ones); ``held``: another program listens
-  on the coordinator's port first."""
+def _launch(*own: Sequence[str], wait_s: float = ARRIVE_S, held: bool = False,
+            env: dict[str, str] | None = None) -> Make:
+  """One process per ``own`` (its own flags, after the common ones), each waiting ``wait_s`` for the
+  other; ``held``: another program listens on the coordinator's port first."""
   def make(tmp_path) -> Callable[[], None]:
     def call() -> None:
       port = processes.free_port()
@@ -43,7 +47,8 @@ def _launch(*own: Sequence[str], held: bool = False, env: dict[str, str] | None 
         if held:
           other_program.bind(("localhost", port))
           other_program.listen()
-        procs = processes.start_processes([*COMMON, f"--workdir={tmp_path / 'run'}"], own, port=port,
+        procs = processes.start_processes([*COMMON, f"--peer_timeout_s={wait_s}", f"--workdir={tmp_path / 'run'}"],
+                                          own, port=port,
                                           env=processes.cli_env(**(env or {})))
         processes.refused(procs, LIMIT_S)
     return call
@@ -68,9 +73,22 @@ def _port_taken() -> None:
     distributed._check_coordinator_port("--coordinator_address", f"localhost:{port}")
 
 
+def _port_checked_twice() -> None:
+  # Two processes 0 started at the same moment: the first check holds the port until JAX's
+  # coordinator binds it, so the second finds it in use (without the hold, both pass, and JAX's
+  # server crashes in the second).
+  port = processes.free_port()
+  held = distributed._check_coordinator_port("--coordinator_address", f"localhost:{port}")
+  try:
+    distributed._check_coordinator_port("--coordinator_address", f"localhost:{port}")
+  finally:
+    if held is not None:
+      held.close()
+
+
 CASES: list[tuple[str, str, Callable[..., Any], str]] = [
     ("processes", "two processes both --process_id=0",
-     _launch(["--process_id=0"], ["--process_id=0"]), "is in use on this host, where process 0 starts the coordinator"),
+     _launch(["--process_id=0"], ["--process_id=0"], wait_s=GIVE_UP_S), "is in use on this host, where process 0 starts the coordinator"),
     ("processes", "--config.num_steps=8 on one process, 20 on the other",
      _launch([], ["--config.num_steps=20"]), "config.num_steps is 8 on process 0 and 20 on process 1"),
     ("processes", "--config.seed differs per process",
@@ -80,12 +98,12 @@ CASES: list[tuple[str, str, Callable[..., Any], str]] = [
     ("processes", "--stop_after differs per process",
      _launch(["--stop_after=4"], []), "stop_after is 4 on process 0 and None on process 1"),
     ("processes", "a process started alone",
-     _launch(["--num_processes=2"]), "process 0 of 2: the other process did not join at localhost:"),
+     _launch(["--num_processes=2"], wait_s=GIVE_UP_S), "process 0 of 2: the other process did not join at localhost:"),
     ("processes", "the peer timeout from JAXLAB_PEER_TIMEOUT_S",
      _launch(["--num_processes=2", "--peer_timeout_s="], env={peers.PEER_TIMEOUT_ENV: "2"}),
      f"within 2 s ({peers.PEER_TIMEOUT_ENV})"),
     ("processes", "the coordinator's port held by another program",
-     _launch([], [], held=True), "is in use on this host, where process 0 starts the coordinator"),
+     _launch([], [], wait_s=GIVE_UP_S, held=True), "is in use on this host, where process 0 starts the coordinator"),
     ("processes", "http://host:port as the coordinator address",
      lambda: distributed.distributed_args("http://localhost:1234", "2", "0"),
      "--coordinator_address=http://localhost:1234; must be host:port without a scheme"),
@@ -101,6 +119,8 @@ CASES: list[tuple[str, str, Callable[..., Any], str]] = [
     ("processes", "a coordinator name that does not resolve", _unresolved,
      "--coordinator_address=process-zero.invalid:1234: the host 'process-zero.invalid' did not resolve within 0.5 s"),
     ("processes", "process 0's port in use", _port_taken, "is in use on this host, where process 0 starts the coordinator"),
+    ("processes", "two processes 0 checking the port at the same moment", _port_checked_twice,
+     "is in use on this host, where process 0 starts the coordinator"),
 ]
 
 
