@@ -21,7 +21,7 @@ EXTRAS: dict[str, str] = {
     "sklearn": "data",
     "gymnax": "rl", "flashbax": "rl", "rliable": "rl", "six": "rl", "pandas": "rl",
     "exponax": "pde", "h5py": "pde",
-    "envpool": "atari",
+    "envpool": "atari", "ale_py": "atari",
     "grain": "clip_data", "tokenizers": "clip_data", "pyarrow": "clip_data", "PIL": "clip_data",
     "matplotlib": "notebooks",
 }

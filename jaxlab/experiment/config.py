@@ -25,7 +25,10 @@ def trainer_config(**overrides: Any) -> ml_collections.ConfigDict:
   * ``grad_accum_steps``, ``remat``, ``compute_dtype``, ``skip_nonfinite``: step options
     (``train_step_fn``).
   * ``log_every``, ``eval_every``, ``checkpoint_every``: schedules in steps (checked at call
-    boundaries).
+    boundaries). ``eval_offset`` (default 0) shifts the evaluations to the steps ``s`` with
+    ``(s + eval_offset) % eval_every == 0`` (e.g. work done before the first step, such as an
+    agent's warm-up, counted into the schedule); the calls are then aligned so that they end there
+    (``eval_every`` must be a multiple of ``steps_per_call``).
   * ``checkpoint_keep`` / ``checkpoint_keep_period``: keep policy (newest N, plus every multiple).
   * ``prefetch``: host batches built ahead in a background thread (0 for none).
   * ``init_from.workdir`` / ``init_from.reinit``: fine-tune from another run's newest params,
@@ -56,6 +59,7 @@ def trainer_config(**overrides: Any) -> ml_collections.ConfigDict:
   c.skip_nonfinite = True
   c.log_every = 50
   c.eval_every = 200
+  c.eval_offset = 0
   c.checkpoint_every = 200
   c.checkpoint_keep = 2
   c.checkpoint_keep_period = 0

@@ -35,7 +35,8 @@ def run_options(config: Any, task: Task) -> RunOptions:
                      compute_dtype=config.compute_dtype, skip_nonfinite=config.skip_nonfinite)
   return RunOptions(
       seed=config.seed, batch_size=config.batch_size, num_steps=config.num_steps, log_every=config.log_every,
-      eval_every=config.eval_every, checkpoint_every=config.checkpoint_every, steps_per_call=config.steps_per_call,
+      eval_every=config.eval_every, eval_offset=config.get("eval_offset", 0), checkpoint_every=config.checkpoint_every,
+      steps_per_call=config.steps_per_call,
       checkpoint_keep=config.checkpoint_keep, checkpoint_keep_period=config.checkpoint_keep_period,
       prefetch=config.prefetch, step=step, sharding_rules=tuple(config.sharding_rules),
       fsdp_axis=config.fsdp_axis or None, fsdp_min_size=config.fsdp_min_size, name=config.get("name", config.task),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxlab.errors import InputError, check_bool, check_choice, check_int, is_int
+from jaxlab.errors import InputError, check, check_bool, check_choice, check_int, is_int
 from jaxlab.train.precision import COMPUTE_DTYPES
 from jaxlab.train.step import REMAT_POLICIES
 
@@ -28,9 +28,13 @@ def validate_trainer_config(config: Any) -> None:
               "steps_per_call", "grad_accum_steps", "checkpoint_keep"):
     if key in config:
       _int(config, key, 1)
-  for key in ("prefetch", "checkpoint_keep_period"):
+  for key in ("prefetch", "checkpoint_keep_period", "eval_offset"):
     if key in config:
       _int(config, key, 0)
+  eval_every, steps_per_call = config.get("eval_every", 200), config.get("steps_per_call", 1)
+  check(not config.get("eval_offset", 0) or eval_every % steps_per_call == 0,
+        f"eval_every={eval_every} is not a multiple of steps_per_call={steps_per_call}; with "
+        f"eval_offset={config.get('eval_offset', 0)} the calls end on the evaluation points only if it is")
   check_choice(config.get("remat", "none"), "remat", sorted(REMAT_POLICIES), got=True)
   check_choice(config.get("compute_dtype", "float32"), "compute_dtype", COMPUTE_DTYPES, got=True)
   check_bool(config.get("skip_nonfinite", True), "skip_nonfinite", got=True)

@@ -303,6 +303,28 @@ def _q_of_actions(q: jax.Array, action: Any) -> jax.Array:
   return jnp.where(valid, taken, jnp.nan)
 
 
+def agent_step_sync(period: int, steps_per_update: int, offset: int = 0) -> Callable[[Any], Any]:
+  """``update_extra``: target params <- params after the update during which the agent-step count
+  ``offset + step * steps_per_update`` reaches a multiple of ``period`` agent steps.
+
+  Dopamine syncs when ``training_steps % target_update_period == 0``, checked at every agent step
+  once learning has begun (dqn_agent.py:564-601 @ 5873f54; rainbow_100k_moe_agent.py:225-234 for
+  DER); ``offset`` (the warm-up's agent steps) puts the syncs on those agent steps rather than on
+  multiples of the update count. With
+  ``offset`` 0 and ``steps_per_update`` dividing ``period`` this is :func:`periodic_sync` of
+  ``period // steps_per_update``.
+  """
+  errors.check_int(period, "target update period")
+  errors.check_int(steps_per_update, "agent steps per update")
+  errors.check_int(offset, "agent steps before the first update", 0)
+
+  def sync(state):
+    after = offset + state.step * steps_per_update
+    take = after // period > (after - steps_per_update) // period
+    return jax.tree.map(lambda t, p: jnp.where(take, p, t), state.extra, state.params)
+  return sync
+
+
 def periodic_sync(period: int) -> Callable[[Any], Any]:
   """``update_extra`` for ``make_train_step``: target params <- params every ``period`` updates."""
   errors.check_int(period, "target update period")

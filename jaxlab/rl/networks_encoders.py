@@ -64,6 +64,18 @@ def _xla_conv(x: jax.Array, kernel: jax.Array, bias: jax.Array, stride: int) -> 
                                       dimension_numbers=("NHWC", "HWIO", "NHWC")) + bias
 
 
+def patch_conv(x: jax.Array, kernel: jax.Array, bias: jax.Array, stride: int, cpu_only: bool = False) -> jax.Array:
+  """:class:`PatchConv`'s SAME convolution of ``x`` [b, H, W, C] by ``kernel`` [k, k, C, F] (+ ``bias`` [F]).
+
+  The patch matmul; with ``cpu_only`` it on CPU and XLA's convolution op elsewhere, chosen when the
+  program is lowered.
+  """
+  patch = functools.partial(_patch_matmul, stride=stride)
+  if cpu_only:
+    return jax.lax.platform_dependent(x, kernel, bias, cpu=patch, default=functools.partial(_xla_conv, stride=stride))
+  return patch(x, kernel, bias)
+
+
 class PatchConv(nn.Module):
   """A ``kernel_size`` x ``kernel_size``, stride ``stride``, SAME convolution as patches @ kernel.
 
@@ -95,10 +107,7 @@ class PatchConv(nn.Module):
     k, s = self.kernel_size, self.stride
     kernel = self.param("kernel", self.kernel_init, (k, k, x.shape[-1], self.features))
     bias = self.param("bias", nn.initializers.zeros, (self.features,))
-    patch = functools.partial(_patch_matmul, stride=s)
-    if self.cpu_only:
-      return jax.lax.platform_dependent(x, kernel, bias, cpu=patch, default=functools.partial(_xla_conv, stride=s))
-    return patch(x, kernel, bias)
+    return patch_conv(x, kernel, bias, s, self.cpu_only)
 
 
 class PatchConv3x3(PatchConv):
@@ -112,6 +121,15 @@ def _as_float(obs: jax.Array) -> jax.Array:
   """Boolean / integer observations as float32; float ones as they are (bfloat16 under a bfloat16
   compute dtype, where the caller casts them to the params' dtype)."""
   return obs if jnp.issubdtype(obs.dtype, jnp.floating) else obs.astype(jnp.float32)
+
+
+def frames_as_float(obs: jax.Array) -> jax.Array:
+  """Integer (uint8 frame) observations as float32 in [0, 1] (dopamine's ``preprocess_atari_inputs``);
+  boolean ones as float32 0/1, float ones as they are."""
+  x = _as_float(obs)
+  if jnp.issubdtype(obs.dtype, jnp.integer):
+    x = x / 255.0  # dopamine's preprocess_atari_inputs
+  return x
 
 
 class MinAtarEncoder(nn.Module):
@@ -152,9 +170,7 @@ class NatureEncoder(nn.Module):
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
     check_choice(self.conv, "conv", CONVS)
-    x = _as_float(obs)
-    if jnp.issubdtype(obs.dtype, jnp.integer):
-      x = x / 255.0  # dopamine's preprocess_atari_inputs
+    x = frames_as_float(obs)
     for i, (features, kernel, stride) in enumerate(NATURE_LAYERS):
       if self.conv != "xla":
         conv = PatchConv(features, kernel, stride, cpu_only=self.conv == "auto", name=f"Conv_{i}")

@@ -286,9 +286,11 @@ class FrameReplay:
     ``obs`` is the stack at slot k, ``next_obs`` the stack at slot k + n, ``reward`` the n-step return
     :math:`\sum_{j<n} \gamma^j (\prod_{i<j} d_{k+i}) r_{k+j}` and ``discount`` :math:`\prod_{j<n}
     d_{k+j}` (0 once a terminal is inside the window: later rewards are ignored; pass
-    :math:`\gamma^n` as the TD loss's ``gamma``), as Dopamine's n-step replay
-    (dopamine/jax/replay_memory/accumulator.py @ 5873f54) computes them. ``weight`` is 1 (validity
-    is :meth:`n_step_valid`'s job). Sutton & Barto, Sec. 7.1.
+    :math:`\gamma^n` as the TD loss's ``gamma``), as the replay of the paper's time computes them
+    (``OutOfGraphReplayBuffer.sample_transition_batch``, dopamine/replay_memory/circular_replay_buffer.py:
+    605-633 @ ccd6cee, now dopamine/tf/replay_memory/; the JAX ``TransitionAccumulator`` that later
+    replaced it stores extra terminal transitions at an episode's end, a known bug there).
+    ``weight`` is 1 (validity is :meth:`n_step_valid`'s job). Sutton & Barto, Sec. 7.1.
 
     Args:
       state: the buffer.

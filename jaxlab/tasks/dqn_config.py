@@ -120,7 +120,8 @@ def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int, 
     check(not w or net.head == "top1",
           f"network.{key}={w!r} but network.head={net.head!r}; only head='top1' has this auxiliary loss "
           "(set it to 0)")
-  for key in ("num_atoms", "dueling", "noisy", "deterministic"):
+  for key in ("num_atoms", "dueling", "noisy", "noisy_hidden", "noisy_experts", "noise_per_row", "deterministic",
+              "expert_means"):
     default = QNetwork.__dataclass_fields__[key].default
     check(rainbow or getattr(net, key) == default,
           f"network.{key}={getattr(net, key)!r}: this task has no Rainbow head; leave it at {default!r} "

@@ -61,7 +61,7 @@ def config_differences(saved: Any, current: Any, limit: int = 6) -> list[str]:
 #: the keys that are a setting of neither a resumed run nor a results report. ``fnmatch``
 #: patterns over flattened keys.
 BOOKKEEPING_KEYS = (
-    "name", "log_every", "eval_every", "checkpoint_every", "checkpoint_keep", "checkpoint_keep_period",
+    "name", "log_every", "eval_every", "eval_offset", "checkpoint_every", "checkpoint_keep", "checkpoint_keep_period",
     "prefetch", "steps_per_call", "remat", "mesh", "sharding_rules", "fsdp_axis", "fsdp_min_size", "init_from.*",
 )
 #: Config keys a resumed run may change: the bookkeeping and the length (``num_steps``), not the

@@ -73,6 +73,18 @@ def _crossed(before: int, after: int, every: int) -> bool:
   return after // every > before // every
 
 
+def _calls(start: int, end: int, k: int, offset: int) -> list[tuple[int, int]]:
+  """``(first step, steps)`` of each call from ``start`` to ``end``: ``k`` steps each (the last may be
+  shorter), and with an ``eval_offset`` starting on the steps where ``step + offset`` is a multiple of
+  ``k`` (a shorter first call), so that calls end on the evaluation points when ``k`` divides
+  ``eval_every``."""
+  starts = list(range(start, end, k))
+  if offset:
+    aligned = start + (-(start + offset)) % k
+    starts = ([start] if aligned > start else []) + list(range(aligned, end, k))
+  return [(s, e - s) for s, e in zip(starts, starts[1:] + [end])]
+
+
 def _host(x: Any) -> Any:
   x = np.asarray(x)
   return x.item() if x.ndim == 0 else x
@@ -331,16 +343,17 @@ class _Programs:
     return self._programs[k]
 
 
-def _batch_maker(setup: TrainSetup, programs: _Programs, end: int) -> Callable[[int], Any]:
+def _batch_maker(setup: TrainSetup, programs: _Programs, calls: list[tuple[int, int]]) -> Callable[[int], Any]:
   """``call_start -> batch`` of a call (host data, assembled from the batch sharding); None for a
   task that collects its data on the device."""
-  options, task, runs, K = setup.options, setup.task, setup.runs, setup.options.steps_per_call
+  options, task, runs = setup.options, setup.task, setup.runs
   seeds = list(runs.seeds) if runs is not None else [options.seed]
+  sizes = dict(calls)
 
   def make_batch(call_start: int) -> Any:
     if task.host_batch is None:
       return None
-    k = min(K, end - call_start)
+    k = sizes[call_start]
     return input_pipeline.assemble(task.host_batch, range(call_start, call_start + k), seeds,
                                    options.batch_size, setup.batch_sharding(k), programs(k).batch_spec,
                                    step_axis=k > 1, run_axis=runs is not None)
@@ -353,11 +366,12 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
   row with ``log_checks``), evaluate and checkpoint on their schedules; a SIGTERM or a first Ctrl-C
   saves the step and stops."""
   raise_if_pending()  # a Ctrl-C during start-up stops here, before the loop's prefetch thread and bar exist
-  options, task, K = setup.options, setup.task, setup.options.steps_per_call
+  options, task = setup.options, setup.task
   start = _step_of(state)
-  call_starts = list(range(start, end, K))
+  calls = _calls(start, end, options.steps_per_call, options.eval_offset)
+  call_starts = [call_start for call_start, _ in calls]
   programs = _Programs(setup)
-  prefetch = input_pipeline.Prefetcher(_batch_maker(setup, programs, end),
+  prefetch = input_pipeline.Prefetcher(_batch_maker(setup, programs, calls),
                                        depth=options.prefetch if task.host_batch else 0)
   evaluate = make_evaluate(task, setup.runs is not None, setup.state_sharding)
   writer = MetricsWriter(workdir, resume_step=start)
@@ -371,8 +385,7 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
     result.last_eval = {k: v for k, v in (writer.last_row(require=eval_keys[0]) or {}).items() if k in eval_keys}
   skipped_at_log, log_step, unwarned = _skipped(state), start, list(log_checks)
   with jax.set_mesh(setup.mesh), PreemptionWatcher(ckpt) as watcher:
-    for i, call_start in enumerate(call_starts):
-      k = min(K, end - call_start)
+    for i, (call_start, k) in enumerate(calls):
       step_fn = programs(k)
       batch = prefetch.get(call_start, call_starts[i + 1] if i + 1 < len(call_starts) else None)
       t_call = time.perf_counter()
@@ -394,7 +407,8 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
         result.last_train = row.copy()
         bar.set_postfix(loss=f"{np.mean(metrics['loss']):.4f}", steps_per_s=f"{result.steps_per_sec:.1f}")
         timer.reset(done)
-      if evaluate is not None and (_crossed(call_start, done, options.eval_every) or done == options.num_steps):
+      if evaluate is not None and (_crossed(call_start + options.eval_offset, done + options.eval_offset,
+                                            options.eval_every) or done == options.num_steps):
         t = time.perf_counter()
         result.last_eval = jax.tree.map(_host, jax.device_get(evaluate(state)))
         row.update(result.last_eval)

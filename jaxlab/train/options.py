@@ -62,6 +62,10 @@ class RunOptions:
     num_steps: optimizer steps in all.
     log_every: log every this many steps (checked at call boundaries).
     eval_every: evaluate every this many steps.
+    eval_offset: evaluate after the steps ``s`` with ``(s + eval_offset) % eval_every == 0`` instead
+      (e.g. an agent's warm-up counted in); the calls then start where ``step + eval_offset`` is a
+      multiple of ``steps_per_call`` (a shorter first call), so that they end there when
+      ``steps_per_call`` divides ``eval_every``.
     checkpoint_every: save a checkpoint every this many steps.
     steps_per_call: steps per jitted call (a ``lax.scan``).
     checkpoint_keep: newest checkpoints kept.
@@ -82,6 +86,7 @@ class RunOptions:
   num_steps: int
   log_every: int = 50
   eval_every: int = 200
+  eval_offset: int = 0
   checkpoint_every: int = 200
   steps_per_call: int = 1
   checkpoint_keep: int = 2

@@ -1,4 +1,4 @@
-"""Bad input to the Atari task, its envpool pool and its frame replay: each case ends in ONE clear line.
+"""Bad input to the Atari task, its envpool (and ale-py) pool and its frame replay: each case ends in ONE clear line.
 
 Collected with the other sweeps by ``python tests/test_bad_input_sweep.py``. Every config case
 fails while the task is built, before anything is initialised or compiled.
@@ -71,6 +71,10 @@ CASES: list[Case] = [
      "max_episode_steps=25000.0; must be an int in [1, 2**31)"),
     ("atari pool", "full action space 'yes'", lambda: make_atari("Pong", full_action_space="yes"),
      "full_action_space='yes'; must be True or False"),
+    ("atari task", "unknown backend", _task(**{"env.backend": "gym"}),
+     "env.backend='gym'; choose one of ('ale_py', 'envpool')"),
+    ("atari task", "a game ale-py has no ROM for", _task(**{"env.backend": "ale_py", "env.name": "Zork"}),
+     "unknown Atari game 'Zork' (env.name); ale_py has"),
     ("atari task", "unknown stepping route", _task(**{"env.step_via": "gpu"}),
      "env.step_via='gpu'; choose one of ('auto', 'xla', 'callback')"),
     ("atari task", "num_envs not dividing the update period", _task(**{"env.num_envs": 3}),

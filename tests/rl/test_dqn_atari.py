@@ -78,7 +78,7 @@ def test_step_via_auto_picks_the_route_the_mesh_allows():
   assert resolve_step_via("auto", mesh) == ("xla" if jax.device_count() == 1 else "callback")
   assert resolve_step_via("callback", mesh) == "callback"
   if jax.device_count() > 1:
-    with pytest.raises(InputError, match="env.step_via='xla' runs envpool's custom calls in a one-device"):
+    with pytest.raises(InputError, match="env.step_via='xla' runs the emulator pool's custom calls in a one-device"):
       resolve_step_via("xla", mesh)
 
 

@@ -101,6 +101,22 @@ def test_device_data_task_trains_and_resumes_bit_identically(tmp_path):
   assert full.summary["eval_mse"] < 0.5
 
 
+def test_eval_offset_evaluates_after_shifted_steps_at_call_ends(tmp_path):
+  """eval_offset=5, eval_every=8: evaluations after the steps s with (s + 5) % 8 == 0 (3, 11, 19) and the
+  last (24); calls of 4 after a first of 3 end there. The training is the run's without the offset."""
+  shifted = train(_device_config(steps_per_call=4, eval_every=8, eval_offset=5), str(tmp_path / "shifted"),
+                  progress=False)
+  rows = read_metrics(str(tmp_path / "shifted"))
+  assert [r["step"] for r in rows if "eval_mse" in r] == [3, 11, 19, 24]
+  plain = train(_device_config(steps_per_call=4, eval_every=8), str(tmp_path / "plain"), progress=False)
+  assert [r["step"] for r in read_metrics(str(tmp_path / "plain")) if "eval_mse" in r] == [8, 16, 24]
+  # the same steps; calls of other lengths are other programs, so equal to each step's rounding
+  chex.assert_trees_all_close(jax.device_get(shifted.state.params), jax.device_get(plain.state.params),
+                              **steps_tol(24, 60))
+  with pytest.raises(InputError, match="eval_every=8 is not a multiple of steps_per_call=3; with eval_offset=5"):
+    train(_device_config(steps_per_call=3, eval_every=8, eval_offset=5), str(tmp_path / "bad"), progress=False)
+
+
 def test_device_data_runs_vmapped_and_scanned_equal_single_runs(tmp_path):
   config = _device_config(steps_per_call=6)
   config.runs.seeds = 8
