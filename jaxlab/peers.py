@@ -39,8 +39,6 @@ NOTICE_AFTER_S = 5.0
 PREEMPTION_NOTICE_KEY = "RECEIVED_PREEMPTION_NOTICE"
 #: Exit status of a process that gave up waiting for its peers.
 GAVE_UP_STATUS = 2
-#: Seconds process 0 waits (at most) for the others to read a refusal before it leaves (it hosts the coordinator).
-ACK_WAIT_S = 10.0
 
 _timeout: dict[str, Any] = {}  # set by set_peer_timeout (the command line); else the variable, else the default
 
@@ -376,12 +374,17 @@ def agree(record: Mapping[str, Any], fix: Callable[[str], str]) -> None:
       raise InputError(verdict["message"])
     return
   with Wait(me, "process 0 to compare every process's run") as wait:
-    verdict = fetch(f"{prefix}/verdict", wait.deadline)
+    try:
+      verdict = fetch(f"{prefix}/verdict", wait.deadline)
+      if verdict is not None and verdict["refused"]:
+        publish(f"{prefix}/ack/{index}", {"read": True})
+    except RuntimeError as e:  # the coordinator is gone (process 0 ended or was killed)
+      raise InputError(f"{me}: process 0 stopped answering while the processes compared their runs "
+                       f"({_status(e) or e}); start every process with the same command") from None
   if verdict is None:
     raise InputError(f"{me}: process 0 did not compare the processes' runs {wait.within}: it is gone, stuck, or "
                      "waiting for another process; start every process with the same command")
   if verdict["refused"]:
-    publish(f"{prefix}/ack/{index}", {"read": True})
     raise InputError(verdict["message"])
 
 
@@ -407,8 +410,9 @@ def _compare_all(prefix: str, mine: Mapping[str, Any], count: int, fix: Callable
 
 
 def _wait_for_acks(prefix: str, processes: list[int]) -> None:
-  """Process 0 hosts the coordinator: it stays until the processes it heard from have read the refusal."""
-  deadline = time.monotonic() + ACK_WAIT_S
+  """Process 0 hosts the coordinator: it stays until the processes it heard from have read the refusal
+  (they are waiting for it: at once, unless a machine is starved; at most the peer timeout)."""
+  deadline = time.monotonic() + peer_timeout_s()[0]
   for k in processes:
     if fetch(f"{prefix}/ack/{k}", deadline) is None:
       return
