@@ -1,7 +1,7 @@
 """Processes that disagree: each launch is refused with one line on every process, in seconds.
 
 Collected with the other sweeps by ``python tests/test_bad_input_sweep.py``. Each multi-process case
-starts ``python -m jaxlab.main`` as 2 local processes (``tests/train/processes.py``) with a peer
+starts ``python -m jaxlab.main`` as 2 local processes (``tests/support/processes.py``) with a peer
 timeout of a few seconds; the case passes when every process ends with status 2 and one
 ``jaxlab: error:`` line (``processes.refused`` raises their lines as one ``InputError``). The
 launch checks made before JAX (a scheme, a process count, a peer timeout) and the ones only a host
@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from jaxlab import distributed, peers  # noqa: E402
 from jaxlab.errors import InputError  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
-from tests.train import processes  # noqa: E402
+from tests.support import processes  # noqa: E402
 
 # Seconds a process waits for the other before it gives up: short where the case is a process that
 # never comes; long where both come and disagree (they end as soon as both arrived; start-up on a

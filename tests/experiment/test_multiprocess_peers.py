@@ -1,6 +1,6 @@
 """A process waiting for its peers says so within seconds; a SIGTERM while a peer is stuck ends the process.
 
-Two local processes of ``python -m jaxlab.main`` (``tests/train/processes.py``), bounded in time:
+Two local processes of ``python -m jaxlab.main`` (``tests/support/processes.py``), bounded in time:
 a hang fails the test with each process's output instead of hanging the suite. The launches that
 are refused (ids, configs, counts, ports) are the sweep's cases in ``test_bad_input_processes.py``.
 """
@@ -12,7 +12,7 @@ import signal
 import time
 
 from jaxlab import peers
-from tests.train import processes
+from tests.support import processes
 
 PEER_TIMEOUT_S = 4
 LIMIT_S = 90  # a process still running after this hangs: killed, and the test fails with its output
