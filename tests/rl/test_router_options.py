@@ -16,15 +16,24 @@ from jaxlab.rl.networks import QNetwork
 from jaxlab.rl.networks_tokens import add_position_embedding, global_average_pool, per_conv
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.experiment import train
-from tests.bad_input import assert_one_clear_line
-from tests.rl.test_dqn import _tiny  # the dqn_minatar:tiny config with overrides
-from tests.tolerances import EPS32, ops_rtol
+from configs import dqn_minatar
+from tests.support.bad_input import assert_one_clear_line
+from tests.support.tolerances import EPS32, ops_rtol
 
 OBS_SHAPE = (10, 10, 4)  # MinAtar Breakout: m = 100 tokens of d = 16
 M, D, A = 100, 16, 6
 OBS = jax.random.bernoulli(jax.random.key(1), 0.3, (5, *OBS_SHAPE))
 SMALL = dict(num_experts=2, expert_hidden=8, moe_impl="einsum")  # einsum: "auto"'s function, faster to init
 OPTIONS_OFF = dict(normalize=False, position_embedding="none", pooling="flatten", router_diagnostics=False)
+
+
+def _tiny(**overrides):
+  """The dqn_minatar:tiny config with ``overrides`` (dotted keys)."""
+  c = dqn_minatar.get_config("tiny")
+  for k, v in overrides.items():
+    node, _, leaf = k.rpartition(".")
+    (c[node] if node else c)[leaf] = v
+  return c
 
 
 def _encoder(params, obs):
