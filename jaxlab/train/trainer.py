@@ -365,7 +365,7 @@ class _LoopResult:
 
 class _Programs:
   """The jitted step program per number of steps per call (the last call may run fewer), and
-  which of them have not run yet (their first call compiles: not training time)."""
+  which (k, with metrics) of them have not run yet (their first call compiles: not training time)."""
 
   def __init__(self, setup: TrainSetup):
     self._setup, self._programs, self.uncompiled = setup, {}, set()
@@ -373,7 +373,7 @@ class _Programs:
   def __call__(self, k: int) -> TrainStep:
     if k not in self._programs:
       self._programs[k] = self._setup.train_step(k)
-      self.uncompiled.add(k)
+      self.uncompiled.update({(k, True), (k, False)})
     return self._programs[k]
 
 
@@ -420,15 +420,16 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
       k = min(K, end - call_start)
       step_fn = programs(k)
       batch = prefetch.get(call_start, call_starts[i + 1] if i + 1 < len(call_starts) else None)
-      t_call = time.perf_counter()
-      state, metrics = step_fn(state, batch)
       done = call_start + k
-      if k in programs.uncompiled:  # compilation is not training time
-        jax.block_until_ready(metrics)
-        programs.uncompiled.discard(k)
+      log = _crossed(call_start, done, config.log_every) or done == config.num_steps
+      t_call = time.perf_counter()
+      state, metrics = step_fn(state, batch, metrics=log)  # a call that does not log computes no metrics
+      if (k, log) in programs.uncompiled:  # compilation is not training time
+        jax.block_until_ready((state, metrics))
+        programs.uncompiled.discard((k, log))
         timer.exclude(time.perf_counter() - t_call, k)
       row: dict[str, Any] = {}
-      if _crossed(call_start, done, config.log_every) or done == config.num_steps:  # log
+      if log:
         metrics = jax.tree.map(_host, jax.device_get(metrics))
         result.steps_per_sec = timer.rate(done)
         row.update(metrics, steps_per_sec=result.steps_per_sec,
