@@ -13,7 +13,7 @@ PYTHON_LATEST ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/py
                    $$p -c 'import sys' >/dev/null 2>&1 && echo $$p && break; done)
 VENV_LATEST ?= .venv-latest
 
-.PHONY: demo test test-slow test-latest install clean-runs docs docs-light bench-rejax
+.PHONY: demo test test-slow test-latest install clean-runs docs docs-light bench-rejax device-wheels
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -74,3 +74,9 @@ clean-runs:
 REJAX_ARGS ?= --out=benchmarks/results/rl/rejax_throughput.json
 bench-rejax:
 	benchmarks/rl_rejax_throughput.sh $(REJAX_ARGS)
+
+# The wheels the GPU plan (benchmarks/accelerator.sh) installs offline on a machine that has jax with
+# CUDA, flax, optax, chex, orbax-checkpoint, h5py and numpy: benchmarks/device_wheels.txt, ~43 MiB for
+# CPython 3.12 on manylinux x86-64, into .whl/ (ignored), each file checked against its size and sha256.
+device-wheels:
+	$(PYTHON) benchmarks/device_wheels.py download --dest .whl

@@ -36,7 +36,8 @@ from jaxlab.rl.networks import QNetwork
 from jaxlab.rl.replay_frames import StackedTransition
 from jaxlab.train import make_train_step
 from jaxlab.train.state import make_init_fn
-from jaxlab.train.task import make_task
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 
 
 def _config(head: str, num_envs: int, replay: int, game: str):
@@ -58,7 +59,7 @@ class Whole:
   """The task's program: ``updates`` updates per call."""
 
   def __init__(self, config, updates: int):
-    task = make_task(config)
+    task = make_task(config, task_context(config))
     inference = task.inference
     opt = optimizer_from_config(config.optimizer, config.num_steps)
     init = make_init_fn(task.init_params, opt, task.init_extra, task.init_data)

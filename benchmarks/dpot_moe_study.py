@@ -1,7 +1,7 @@
 r"""DPOT with a Soft-MoE MLP vs dense DPOT on NS nu=1e-3 (64^2, 10 input frames), MoMo-Adam, 3 seeds each.
 
 Every cell is ``configs/dpot_moe.py`` (dense: ``:dense``) with the cell's MoE settings, trained by
-``jaxlab.train.trainer.train`` in ``<workdir>/<cell>/seed<i>``, seeds one after another (faster than
+``jaxlab.experiment.train`` in ``<workdir>/<cell>/seed<i>``, seeds one after another (faster than
 vmapped seeds for DPOT on this CPU, benchmarks/results/dpot/seeds_vmap.json). Each finished seed is
 appended to the results JSON at once and skipped on rerun (a killed seed resumes from its
 checkpoint). Per cell: 1-step and rollout L2RE per seed and mean ± std, parameter count, the XLA
@@ -31,10 +31,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from configs import dpot_moe  # noqa: E402
 from jaxlab.optim.config import optimizer_from_config  # noqa: E402
 from jaxlab.pde.losses import make_loss_fn  # noqa: E402
-from jaxlab.pde.data.from_config import channels_of  # noqa: E402
-from jaxlab.pde.model_from_config import build_model  # noqa: E402
+from jaxlab.tasks.pde_data import channels_of  # noqa: E402
+from jaxlab.tasks.pde_model import build_model  # noqa: E402
 from jaxlab.train import TrainState, make_train_step  # noqa: E402
-from jaxlab.train.trainer import train  # noqa: E402
+from jaxlab.experiment import train  # noqa: E402
 
 _STEPS = flags.DEFINE_integer("steps", 200, "train steps per seed (200: the study fits ~11 min for 2 cells on the busy 2-core CPU)")
 _SEEDS = flags.DEFINE_integer("seeds", 3, "seeds per cell")

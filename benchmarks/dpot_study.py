@@ -2,7 +2,7 @@ r"""DPOT study on CPU through the trainer: DPOT vs FNO, denoising, pre-training 
 
 Hao et al., "DPOT: Auto-Regressive Denoising Operator Transformer for Large-Scale PDE
 Pre-Training", ICML 2024. The cells are in ``configs/dpot_study.py``; each is a trainer config
-(the ``pde_operator`` task) trained by ``jaxlab.train.trainer.train`` in
+(the ``pde_operator`` task) trained by ``jaxlab.experiment.train`` in
 ``<workdir>/<cell>[/seed<i>]``, its summary appended to ``<out_dir>/study.json`` (finished cells
 are skipped on rerun; a killed cell resumes from its checkpoints). Then ``study_table.md`` and
 a rollout plot of one NS test trajectory (prediction, truth, error over time).
@@ -32,11 +32,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from configs import dpot_pde  # noqa: E402
-from jaxlab.pde.data.from_config import (channels_of, evaluation_data, load_datasets, pad_value,  # noqa: E402
+from jaxlab.tasks.pde_data import (channels_of, evaluation_data, load_datasets, pad_value,  # noqa: E402
                                          served_sets)
-from jaxlab.pde.model_from_config import build_model  # noqa: E402
+from jaxlab.tasks.pde_model import build_model  # noqa: E402
 from jaxlab.pde.rollout import rollout  # noqa: E402
-from jaxlab.train.trainer import train  # noqa: E402
+from jaxlab.experiment import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/dpot_study.py", "study config")
 _REPORT_ONLY = flags.DEFINE_bool("report_only", False, "only rebuild the table and plot from study.json")
@@ -139,7 +139,8 @@ def protocol(c: ml_collections.ConfigDict) -> dict[str, Any]:
 
 def reevaluate(study: Any, name: str, record: dict[str, Any]) -> dict[str, Any]:
   """``record`` with its L2RE lists recomputed from each seed's final checkpoint (nothing trained)."""
-  from jaxlab.train.task import make_task  # noqa: PLC0415
+  from jaxlab.experiment import task_context  # noqa: PLC0415
+  from jaxlab.tasks import make_task  # noqa: PLC0415
   check_vmapped = _vmapped(study, name)
   if check_vmapped:
     raise SystemExit(f"--reevaluate handles sequential seeds only; {name} was vmapped")
@@ -147,7 +148,7 @@ def reevaluate(study: Any, name: str, record: dict[str, Any]) -> dict[str, Any]:
   for s in range(_seeds(study, name)):
     c = cell_config(study, name, s)
     state = train(c, run_dir(study, name, s, False), progress=False).state  # restored, nothing trained
-    values = jax.jit(make_task(c).evaluate)(state, jax.random.key(0))
+    values = jax.jit(make_task(c, task_context(c)).evaluate)(state, jax.random.key(0))
     for key, v in values.items():
       metrics.setdefault(key, []).append(float(v))
   return {**record, **metrics, "reevaluated": True}

@@ -5,7 +5,7 @@ Atari 100k setting: Dopamine's ``labs/moes/configs/DER.gin`` (google/dopamine @ 
 Hasselt et al., NeurIPS 2019) on the Nature CNN with the penultimate layer dense or a Soft MoE of
 4 experts (``FullRainbowMoENetwork.num_experts = 4``, ``moe_type = 'SOFTMOE'``, DER.gin:32-37).
 Each cell is one game x one head, its seeds vmapped in one program (``runs.seeds``), trained by
-``jaxlab.train.trainer.train`` for ``--agent_steps`` agent steps (Atari 100k: 100k agent steps =
+``jaxlab.experiment.train`` for ``--agent_steps`` agent steps (Atari 100k: 100k agent steps =
 400k frames, the random warm-up included, as Dopamine counts them).
 
 Reported as Dopamine reports Atari 100k (``labs/atari_100k/atari_100k_runner.py``):
@@ -24,6 +24,7 @@ Reported as Dopamine reports Atari 100k (``labs/atari_100k/atari_100k_runner.py`
   python benchmarks/rl_der_study.py                            # the study (resumable: finished cells are skipped)
   python benchmarks/rl_der_study.py --games=Pong,Breakout --seeds=3 --agent_steps=100000
   python benchmarks/rl_der_study.py --report_only              # rebuild the JSON and plot from the cell files
+  python benchmarks/rl_der_study.py --backend=ale_py           # ale-py's emulator (no frame at reset, 3 MB wheel)
   python benchmarks/rl_der_study.py --size=tiny --agent_steps=300 --eval_episodes=2 \
       --workdir=<tmp>/der --out=<tmp>/der.json                 # smoke run (toy network, 25-step episodes)
 
@@ -34,7 +35,7 @@ the cell files.
 
 Cost (``--measure``; ``benchmarks/results/rl/der_cost.json`` and ``der_cost_3_seeds.json``): on the
 2-core CPU of this work a 100k-step cell of three seeds is 30-43 hours, so the study is meant for an
-accelerator (``benchmarks/accelerator.py --parts=rl_studies``).
+accelerator (``benchmarks/accelerator.sh``: its cost there and what cells fit its box, on ale-py).
 
 The config: ``configs/dqn_atari.py:der`` (DER.gin's values; its protocol table is on the Soft-MoE
 RL methods page), with the game, the head, the budget and the seeds set here.
@@ -65,8 +66,8 @@ BASE_CONFIG = "dqn_atari:der"
 
 # ---------------------------------------------------------------- configs
 
-def cell_config(game: str, head: str, *, agent_steps: int, seeds: int, size: str, eval_episodes: int
-                ) -> Any:
+def cell_config(game: str, head: str, *, agent_steps: int, seeds: int, size: str, eval_episodes: int,
+                backend: str = "envpool", step_via: str = "auto") -> Any:
   """The trainer config of one cell: the ``der`` preset for this game, head, budget and seeds.
 
   Args:
@@ -76,6 +77,8 @@ def cell_config(game: str, head: str, *, agent_steps: int, seeds: int, size: str
     seeds: vmapped runs.
     size: "real" (DER's network) or "tiny" (toy head, 25-step episodes, a small warm-up: a smoke run).
     eval_episodes: evaluation environments per run after the last update (Dopamine: 100).
+    backend: the emulator, ``env.backend`` ("envpool" or "ale_py", :mod:`jaxlab.rl.atari`).
+    step_via: how the program steps it, ``env.step_via`` ("auto", "xla" or "callback").
 
   Returns:
     The config.
@@ -85,6 +88,8 @@ def cell_config(game: str, head: str, *, agent_steps: int, seeds: int, size: str
   c = load_config(BASE_CONFIG)
   c.name = f"rl_der_study/{game}/{head}"
   c.env.name = game
+  c.env.backend = backend
+  c.env.step_via = step_via
   c.network.head = head
   if head == "dense":
     c.network.width, c.network.width_multiplier = 512, 1  # NatureDQN's / Rainbow's Dense 512
@@ -107,7 +112,7 @@ def cell_config(game: str, head: str, *, agent_steps: int, seeds: int, size: str
   c.steps_per_call = steps_per_call
   iteration = ITERATION_STEPS if size == "real" else max(steps_per_call, num_steps // 3)
   c.log_every = max(steps_per_call, iteration // steps_per_call * steps_per_call)
-  c.eval_every = num_steps  # after the last update (the number Atari 100k reports)
+  c.eval_every, c.eval_offset = num_steps, 0  # after the last update only (the number Atari 100k reports)
   c.checkpoint_every = max(steps_per_call, min(num_steps, 25_000) // steps_per_call * steps_per_call)
   c.dqn.replay_capacity = agent_steps + 8  # every transition stays (DER.gin:53: 1M, "a proxy for unbounded")
   c.runs.seeds = seeds
@@ -162,10 +167,10 @@ def run_cell(game: str, head: str, args: argparse.Namespace) -> dict[str, Any]:
   import jax  # noqa: PLC0415
   from jaxlab.rl.episode_returns import RETURN_WINDOW  # noqa: PLC0415
   from jaxlab.train.metrics_writer import read_metrics  # noqa: PLC0415
-  from jaxlab.train.trainer import train  # noqa: PLC0415
+  from jaxlab.experiment import train  # noqa: PLC0415
 
   c = cell_config(game, head, agent_steps=args.agent_steps, seeds=args.seeds, size=args.size,
-                           eval_episodes=args.eval_episodes)
+                  eval_episodes=args.eval_episodes, backend=args.backend, step_via=args.step_via)
   workdir = os.path.join(args.workdir, game, head)
   t0 = time.perf_counter()
   s = train(c, workdir, devices=jax.devices()[:1], progress=False).summary
@@ -253,7 +258,7 @@ def report(args: argparse.Namespace, skipped: list[str]) -> dict[str, Any]:
       "study": "Atari 100k, DER vs DER + Soft MoE (4 experts)",
       "budget": {"agent_steps": args.agent_steps, "frames": 4 * args.agent_steps, "games": list(args.games),
                  "seeds": args.seeds, "heads": list(args.heads), "size": args.size,
-                 "eval_episodes": args.eval_episodes},
+                 "eval_episodes": args.eval_episodes, "backend": args.backend},
       "protocol": ("eval_return: mean whole-game score of eval_episodes fresh environments (one game each, epsilon "
                    "0.001) after the last update, per run (Dopamine's Eval/AverageReturns, "
                    "labs/atari_100k/atari_100k_runner.py:425-468 @ 5873f54); human_normalized: (score - random) / "
@@ -318,19 +323,20 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
   import tempfile  # noqa: PLC0415
 
   import jax  # noqa: PLC0415
-  from jaxlab.train.trainer import train  # noqa: PLC0415
+  from jaxlab.experiment import train  # noqa: PLC0415
 
   rows = []
   for head in args.heads:
     c = cell_config(args.games[0], head, agent_steps=2000 + steps, seeds=args.seeds, size=args.size,
-                       eval_episodes=0)  # a replay that holds the run, no more
+                    eval_episodes=0, backend=args.backend, step_via=args.step_via)  # a replay that holds the run
     c.steps_per_call = steps // 2
     c.num_steps = c.log_every = c.eval_every = c.checkpoint_every = steps
     with tempfile.TemporaryDirectory(prefix="der_measure_") as tmp:
       t0 = time.perf_counter()
       s = train(c, tmp, devices=jax.devices()[:1], progress=False).summary
     rate = float(np.mean(s["steps_per_sec"]))
-    row = {"game": args.games[0], "head": head, "size": args.size, "seeds": args.seeds, "parameters": s["parameters"],
+    row = {"game": args.games[0], "head": head, "size": args.size, "seeds": args.seeds, "backend": args.backend,
+           "parameters": s["parameters"],
            "updates_timed": steps // 2, "s_per_1k_agent_steps": 1000.0 / rate,
            "wall_s_incl_compile_and_warmup": time.perf_counter() - t0, "load_average": os.getloadavg()[0]}
     rows.append(row)
@@ -363,6 +369,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   p.add_argument("--agent_steps", type=int, default=100_000, help="agent steps per run, warm-up included")
   p.add_argument("--heads", default=",".join(HEADS), help=f"comma-separated subset of {','.join(HEADS)}")
   p.add_argument("--size", default="real", choices=("real", "tiny"))
+  p.add_argument("--backend", default="envpool", choices=("envpool", "ale_py"),
+                 help="the emulator (env.backend): envpool, or ale-py's vector env (3 MB wheel, no frame at reset)")
+  p.add_argument("--step_via", default="auto", choices=("auto", "xla", "callback"),
+                 help="env.step_via: the pool's FFI in the program (xla) or io_callback; auto: xla on one device")
   p.add_argument("--eval_episodes", type=int, default=100, help="evaluation games per run (Dopamine: 100)")
   p.add_argument("--workdir", default="runs/rl_der_study", help="cell files and trainer workdirs")
   p.add_argument("--out", default=os.path.join("benchmarks", "results", "rl", "der_study.json"))
@@ -397,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
   args = parse_args(argv)
   try:
     cell_config(args.games[0], args.heads[0], agent_steps=args.agent_steps, seeds=args.seeds, size=args.size,
-                eval_episodes=args.eval_episodes)
+                eval_episodes=args.eval_episodes, backend=args.backend, step_via=args.step_via)
   except InputError as e:
     _refuse(str(e))
   if args.measure:

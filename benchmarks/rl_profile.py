@@ -39,7 +39,8 @@ from jaxlab.optim import optimizer_from_config
 from jaxlab.rl.replay import TimeStep, make_replay
 from jaxlab.train import make_train_step
 from jaxlab.train.state import make_init_fn
-from jaxlab.train.task import make_task
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 
 K = 250  # updates per jitted call, as the trainer runs dqn_minatar (steps_per_call)
 
@@ -80,7 +81,7 @@ class Parts:
   def __init__(self, head: str, num_envs: int = 1, batch_size: int = 32, only: tuple[str, ...] = ()):
     c = agent_config(head, num_envs, batch_size)
     self.only = only
-    self.task = task = make_task(c)
+    self.task = task = make_task(c, task_context(c))
     inference = task.inference
     self.net, self.env = inference.model, inference.data["env"]
     # the task's replay, rebuilt from the same config keys (the task keeps it in a closure)

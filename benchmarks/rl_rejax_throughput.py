@@ -56,10 +56,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from jaxlab.config_files import load_config  # noqa: E402
 from jaxlab.optim import optimizer_from_config  # noqa: E402
-from jaxlab.rl.dqn_config import q_network_from_config  # noqa: E402
+from jaxlab.tasks.dqn_config import q_network_from_config  # noqa: E402
 from jaxlab.train import make_mesh, make_train_step, tree_shardings  # noqa: E402
 from jaxlab.train.state import make_init_fn  # noqa: E402
-from jaxlab.train.task import make_task  # noqa: E402
+from jaxlab.experiment import task_context  # noqa: E402
+from jaxlab.tasks import make_task  # noqa: E402
 from rl_profile import save_result  # noqa: E402
 
 UPDATES_PER_CALL = 250  # as the trainer runs dqn_minatar (steps_per_call)
@@ -86,7 +87,7 @@ class Ours:
   def __init__(self, head: str, num_envs: int, seeds: int, config_arg: str = "", updates_per_call: int = UPDATES_PER_CALL):
     c = agent_config(head, num_envs, config_arg)
     self.updates_per_call = updates_per_call
-    self.task = task = make_task(c)
+    self.task = task = make_task(c, task_context(c))
     self.opt = opt = optimizer_from_config(c.optimizer, c.num_steps)
     init = make_init_fn(task.init_params, opt, task.init_extra, task.init_data)
     kwargs = dict(collect=task.collect, update_extra=task.update_extra, steps_per_call=updates_per_call)

@@ -4,7 +4,7 @@ Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL",
 Schaipp et al., "MoMo: Momentum Models for Adaptive Learning Rates", ICML 2024. The study config
 (``configs/rl_expert_scaling.py`` or ``configs/rl_momo_dqn.py``) lists cells; each cell is
 ``configs/dqn_minatar.py`` + ``base`` + the cell's ``set``, its seeds (and, for the MoMo study, its
-learning rates) vmapped as runs of one program, trained by ``jaxlab.train.trainer.train`` in
+learning rates) vmapped as runs of one program, trained by ``jaxlab.experiment.train`` in
 ``<workdir>/<cell>`` (with ``games``: one program per cell and game, in ``<workdir>/<game>/<cell>``).
 A finished program's record goes to ``<out_dir>/<prefix>.json`` and is skipped on rerun; a killed
 one resumes from its checkpoint. Then a table (``<prefix>.md``) and a plot (``<prefix>.png``).
@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.rl_study_cells import cell_config, run_labels, units  # noqa: E402
 from jaxlab.report import iqm_ci  # noqa: E402 - the IQM and stratified-bootstrap CI of python -m jaxlab.report
 from jaxlab.train.metrics_writer import read_metrics  # noqa: E402
-from jaxlab.train.trainer import train  # noqa: E402
+from jaxlab.experiment import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/rl_expert_scaling.py", "study config")
 _REPORT_ONLY = flags.DEFINE_bool("report_only", False, "only rebuild the table and plot from the JSON")

@@ -41,7 +41,8 @@ from jaxlab.rl.envs import make_env
 from jaxlab.rl.replay import Transition
 from jaxlab.train import make_train_step, tree_shardings, make_mesh
 from jaxlab.train.state import make_init_fn
-from jaxlab.train.task import make_task
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 from rl_profile import compiled_flops, matmul_peak, save_result
 
 K = 250  # updates per jitted call
@@ -59,7 +60,7 @@ class Ours:
 
   def __init__(self, head: str, seeds: int = 1, config_arg: str = "", updates_per_call: int = K, devices: int = 1):
     c = _config(head, config_arg)
-    task = make_task(c)
+    task = make_task(c, task_context(c))
     opt = optimizer_from_config(c.optimizer, c.num_steps)
     init = make_init_fn(task.init_params, opt, task.init_extra, task.init_data)
     kwargs = dict(collect=task.collect, update_extra=task.update_extra, steps_per_call=updates_per_call)
@@ -102,7 +103,7 @@ class CleanRL:
   def __init__(self, head: str, seed: int = 0):
     c = _config(head)
     self.env = make_env(c.env.name)
-    task = make_task(c)  # only for its network and loss
+    task = make_task(c, task_context(c))  # only for its network and loss
     self.net_params = jax.jit(task.init_params)(jax.random.key(seed))
     self.target = jax.tree.map(jnp.copy, self.net_params)
     self.opt = optimizer_from_config(c.optimizer, c.num_steps)

@@ -32,7 +32,7 @@ checkpoints and metrics.
 
 import ml_collections
 
-from jaxlab.train.config import make_tiny, trainer_config
+from jaxlab.experiment import make_tiny, trainer_config
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

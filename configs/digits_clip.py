@@ -16,7 +16,7 @@ Other losses: ``--config.loss.name=infonce`` (or siglip, unbalanced_ot, fgw, dbo
 
 import ml_collections
 
-from jaxlab.train.config import make_tiny, trainer_config
+from jaxlab.experiment import make_tiny, trainer_config
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

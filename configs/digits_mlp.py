@@ -16,7 +16,7 @@ Any key can be overridden, e.g. ``--config.optimizer.name=adam --config.optimize
 
 import ml_collections
 
-from jaxlab.train.config import make_tiny, trainer_config
+from jaxlab.experiment import make_tiny, trainer_config
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -55,7 +55,7 @@ difference from jaxlab's earlier protocol is a switch:
 
 import ml_collections
 
-from jaxlab.train.config import make_tiny, trainer_config
+from jaxlab.experiment import make_tiny, trainer_config
 
 ARGS = (None, "", "demo", "tiny", "mixture", "mixture_tiny", "fno", "fno_tiny")
 

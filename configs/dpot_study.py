@@ -2,7 +2,7 @@ r"""DPOT study on CPU: DPOT vs FNO-2D, denoising on/off, multi-data-set pre-trai
 
 Paper: Hao et al., "DPOT: Auto-Regressive Denoising Operator Transformer for Large-Scale PDE
 Pre-Training", ICML 2024. Every cell is one trainer config (``configs/dpot_pde.py`` with
-``base`` and the cell's ``set`` merged in) trained by ``jaxlab.train.trainer.train``::
+``base`` and the cell's ``set`` merged in) trained by ``jaxlab.experiment.train``::
 
   nice -n 5 python benchmarks/dpot_study.py --config=configs/dpot_study.py          # resumable
   python benchmarks/dpot_study.py --config=configs/dpot_study.py --report_only      # table + plot
@@ -26,6 +26,7 @@ horizon (``"t_test": 41`` / ``21`` / ``11`` in the NS entries), ``data.mixture_r
 """
 
 import ml_collections
+from ml_collections.config_dict import placeholder
 
 # Data sets (cached under $JAXLAB_DATA_DIR). NS sets are FNO's (stored frames 0..T, T = 50 / 30 / 20;
 # frame 0 = w0 is not served: data.keep_w0=False, as DPOT's data).
@@ -43,8 +44,10 @@ FNO = {"name": "fno", "modes": 12, "width": 20, "n_layers": 4}
 
 
 def _cell(group: str, what: str, seeds: int | None = None, after: str = "", **settings) -> dict:
-  """``settings`` are merged into the trainer config (nested dicts merge key by key)."""
-  return {"group": group, "what": what, "seeds": seeds, "after": after, "set": settings}
+  """``settings`` are merged into the trainer config (nested dicts merge key by key). ``seeds`` None: the
+  study's ``seeds`` (a typed placeholder, so that ``--config.cells.<cell>.seeds=2`` can set it)."""
+  return {"group": group, "what": what, "seeds": placeholder(int) if seeds is None else seeds, "after": after,
+          "set": settings}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -34,19 +34,24 @@ docs/methods/soft_moe_rl.md ("Protocol table: ..."):
 * ``dqn_impala``: ``labs/moes/configs/dqn_impala.gin``, the same DQN on the IMPALA encoder (``ImpalaMoE``);
 * ``full_rainbow``: ``labs/moes/configs/full_rainbow.gin`` (``JaxFullRainbowMoEAgent`` on
   ``FullRainbowMoENetwork``): C51 with 51 atoms on [-10, 10], 3-step returns, dueling noisy head,
-  Double DQN, epsilon 0 (noisy nets), prioritised replay, the IMPALA encoder, 4 experts;
-* ``der``: ``labs/moes/configs/DER.gin`` (data-efficient Rainbow on Atari 100k): the same head and
-  prioritised replay, 10-step returns, an
-  update every agent step, 1,600 steps of warm-up, target sync every 2,000, Adam 1e-4, no sticky
-  actions, terminal on life loss, 100k agent steps, the Nature-CNN encoder, 4 experts.
+  Double DQN, epsilon 0 (noisy nets), prioritised replay, the IMPALA encoder, 4 experts; as
+  Dopamine's ``noisy``, the experts' first layers (and the dense baseline's hidden layer) are noisy
+  too, and the online pass draws noise per batch row (the MoE agent's vmap);
+* ``der``: ``labs/moes/configs/DER.gin`` (data-efficient Rainbow on Atari 100k): the same network
+  and prioritised replay, 10-step returns, an update every agent step, 1,600 steps of warm-up,
+  target sync every 2,000, Adam 1e-4, no sticky actions, terminal on life loss, 0-29 NOOP steps at
+  each game's start, the Nature-CNN encoder, 4 experts; 10 iterations of 10,001 agent steps, the
+  warm-up included (98,399 updates), each followed by 100 evaluation games, as Dopamine's Atari 100k
+  runner counts them.
 
 ``--config=configs/dqn_atari.py:der,tiny`` is the preset shrunk to seconds; ``:tiny`` alone is ``dqn,tiny``.
 """
 
 
 import ml_collections
+from ml_collections.config_dict import placeholder
 
-from jaxlab.train.config import make_tiny, trainer_config
+from jaxlab.experiment import make_tiny, trainer_config
 
 #: The presets ``get_config`` takes (the first item of its argument).
 PRESETS = ("dqn", "dqn_impala", "full_rainbow", "der")
@@ -72,24 +77,28 @@ def _dqn() -> ml_collections.ConfigDict:
   c.name = "dqn_atari"
   c.task = "dqn_atari"
   c.env = ml_collections.ConfigDict({
-      "name": "Pong",                  # any of jaxlab.rl.atari.available_games()
+      "name": "Pong",                  # any of jaxlab.rl.atari.available_games(env.backend)
+      "backend": "envpool",            # or "ale_py": ale-py's vector env, same preprocessing, no frame at reset
       "num_envs": 1,                   # per run; must divide dqn.update_period
       "sticky_action_prob": 0.25,
       "frame_skip": 4,
       "max_episode_steps": 25_000,     # agent steps = 100k emulator frames, where Dopamine's ALE ends a game
       "time_limit_is_terminal": True,  # Dopamine: that end is a game over (no bootstrap)
       "terminal_on_life_loss": False,  # True: a lost life ends the agent's episode (not the game's return)
+      "max_noops": 0,                  # > 0: each game starts after 0..max_noops-1 NOOP steps (DER's runner: 30)
       "full_action_space": False,
-      "step_via": "auto",              # "xla" (envpool's FFI in the program, one device), "callback", or auto
-      "num_threads": 0,                # envpool worker threads (0: its choice)
+      "step_via": "auto",              # "xla" (the pool's FFI in the program, one device), "callback", or auto
+      "num_threads": 0,                # the pool's worker threads (0: its choice)
   })
   c.network = ml_collections.ConfigDict({
       "encoder": "nature", "head": "softmoe", "tokenizer": "per_conv", "num_experts": 8,
       "expert_hidden": 512, "width": 512, "width_multiplier": 1,
       "importance_weight": 0.0, "load_balancing_weight": 0.0,
       # Rainbow's head (jaxlab.rl.networks.QNetwork): num_atoms 1 = scalar Q (DQN), > 1 = C51 on
-      # dqn.vmin..dqn.vmax; dueling streams; noisy linear layers
-      "num_atoms": 1, "dueling": False, "noisy": False})
+      # dqn.vmin..dqn.vmax; dueling streams; noisy linear layers (the head; the dense head's hidden
+      # layer; the Soft-MoE experts), noise drawn per batch row or per batch
+      "num_atoms": 1, "dueling": False, "noisy": False, "noisy_hidden": False, "noisy_experts": False,
+      "noise_per_row": False})
   c.dqn = ml_collections.ConfigDict({
       "gamma": 0.99,
       "update_period": 4,               # agent steps (all envs together) per update
@@ -103,7 +112,8 @@ def _dqn() -> ml_collections.ConfigDict:
       "loss": "mse",                    # Dopamine's mse_loss, err**2
       "clip_rewards": True,             # Dopamine's Runner.clip_rewards: learn from clip(r, -1, 1)
       "update_horizon": 1,              # n of n-step returns (Dopamine's Rainbow: 3, DER: 10)
-      "vmax": 10.0, "vmin": None,       # C51's support (network.num_atoms > 1); vmin None = -vmax
+      # C51's support (network.num_atoms > 1); vmin None = -vmax (a typed placeholder: --config.dqn.vmin=-5 sets it)
+      "vmax": 10.0, "vmin": placeholder(float),
       "replay_scheme": "uniform",       # "prioritized": Schaul et al. 2016 as Dopamine's Rainbow (alpha = beta = 0.5)
       "eval_episodes": 0,               # > 0: whole games played greedily-ish in a pool of their own (off)
       "eval_steps": 0,                  # agent steps an evaluation game may take; 0 = env.max_episode_steps
@@ -116,9 +126,12 @@ def _dqn() -> ml_collections.ConfigDict:
 
 
 def _rainbow(c: ml_collections.ConfigDict) -> None:
-  """What full_rainbow.gin and DER.gin share: JaxFullRainbowAgent's head and loss on FullRainbowMoENetwork."""
-  c.network.update(num_atoms=51, dueling=True, noisy=True, num_experts=4, expert_hidden=512)
-  c.dqn.update(double_dqn=True, vmax=10.0, vmin=None, epsilon_schedule="zero", replay_scheme="prioritized")
+  """What full_rainbow.gin and DER.gin share: JaxFullRainbowAgent's head and loss on FullRainbowMoENetwork,
+  trained by an MoE agent (JaxFullRainbowMoEAgent / Atari100kRainbowMoEAgent): ``noisy`` makes the head,
+  the dense baseline's hidden layer and the experts noisy, and the online pass draws noise per row."""
+  c.network.update(num_atoms=51, dueling=True, noisy=True, noisy_hidden=True, noisy_experts=True, noise_per_row=True,
+                   num_experts=4, expert_hidden=512)
+  c.dqn.update(double_dqn=True, vmax=10.0, epsilon_schedule="zero", replay_scheme="prioritized")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -138,10 +151,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.env.update(sticky_action_prob=0.0, terminal_on_life_loss=True)
     c.dqn.update(update_horizon=10, update_period=1, target_update_period=2000, min_replay_history=1600,
                  epsilon_decay_period=2000)
+    c.env.max_noops = 30  # DataEfficientAtariRunner(max_noops=30), training and evaluation games
     c.optimizer.learning_rate = 1e-4
-    c.num_steps = 10 * 10_000  # Runner.num_iterations x training_steps agent steps, one update each
-    c.dqn.eval_episodes = 100  # Atari 100k's evaluation: 100 whole games after each 10k-step iteration
-    c.steps_per_call, c.log_every, c.eval_every, c.checkpoint_every = 100, 1000, 10_000, 10_000
+    # Runner.num_iterations x training_steps = 10 x 10,000 agent steps, the warm-up included. Dopamine's
+    # loop stops after the step that makes total_steps > max_steps (atari_100k_runner.py:264-347), so an
+    # iteration is 10,001 agent steps. Its first update comes at agent step 1,611 (replay.add_count >
+    # min_replay_history once 1,601 ten-step transitions are out of its accumulator), as ours after the
+    # prefill of min_replay_history + update_horizon = 1,610 steps; one update per agent step from there.
+    iteration, warmup = 10_000 + 1, c.dqn.min_replay_history + c.dqn.update_horizon + 1
+    c.num_steps = 10 * iteration - warmup  # 98,399 updates: Dopamine's, over 100,010 agent steps
+    c.dqn.eval_episodes = 100  # Atari 100k's evaluation: 100 whole games after each iteration
+    c.eval_every, c.eval_offset = iteration, warmup  # after update s with (s + 1,611) % 10,001 == 0
+    c.steps_per_call = 137  # divides 10,001 = 73 x 137, so that calls end at the evaluations
+    c.log_every, c.checkpoint_every = 10 * c.steps_per_call, iteration
   if preset != "dqn":
     c.name = f"dqn_atari_{preset}"
   if tiny:
@@ -153,6 +175,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     c.env.num_envs = 2 if c.dqn.update_period % 2 == 0 else 1
     c.steps_per_call = 5
     c.dqn.eval_episodes = 0
+    if "eval_offset" in c:  # no evaluation, and calls of steps_per_call from step 0
+      c.eval_offset = 0
     make_tiny(c, num_steps=20)
     if preset != "dqn":  # fewer updates: the Rainbow heads and the IMPALA encoder compile slower
       c.batch_size = 8

@@ -5,7 +5,7 @@ Paper: Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for De
 Each cell is ``configs/dqn_minatar.py`` with ``base`` and the cell's ``set`` merged in (and, with
 ``games``, ``env.name`` set to each game), its seeds vmapped in one program (``runs.seeds``);
 ``benchmarks/rl_study.py`` builds the cells' trainer configs and trains them through
-``jaxlab.train.trainer.train``::
+``jaxlab.experiment.train``::
 
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py --measure  # frames/s
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py            # resumable

@@ -6,7 +6,7 @@ the TD loss is >= 0) and is less sensitive to the learning rate on supervised pr
 (``adapt_lower_bound``) estimates ``lb`` online. Here the loss is DQN's TD loss on MinAtar
 Breakout, whose minimum over the parameters is far above 0 and whose targets move. One cell per
 optimizer; each cell is one program of ``len(lrs) x seeds`` vmapped runs (``runs.sweep`` over
-the learning rate x ``runs.seeds``), trained by ``jaxlab.train.trainer.train``::
+the learning rate x ``runs.seeds``), trained by ``jaxlab.experiment.train``::
 
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_momo_dqn.py --measure
   nice -n 10 python benchmarks/rl_study.py --config=configs/rl_momo_dqn.py      # resumable

@@ -77,7 +77,8 @@ nitpicky = True
 # name never matches, so a dead reference to our own code still fails the build.
 _FOREIGN = ("collections", "os", "pathlib", "typing",
             "jax", "jaxlib", "numpy", "optax", "flax", "ml_collections", "orbax", "chex", "haiku",
-            "jnp", "ott", "gymnax", "flashbax", "exponax", "grain", "tokenizers", "h5py", "envpool", "PIL", "pyarrow")
+            "jnp", "ott", "gymnax", "flashbax", "exponax", "grain", "tokenizers", "h5py", "envpool", "ale_py", "PIL",
+            "pyarrow")
 nitpick_ignore_regex = [(r"py:.*", rf"({'|'.join(_FOREIGN)})\..*")]
 # Type variables appear in signatures (``Registry(Generic[T])``) but are no API of their own.
 nitpick_ignore = [("py:class", "jaxlab.registry.T"),
@@ -88,8 +89,8 @@ nitpick_ignore = [("py:class", "jaxlab.registry.T"),
 # ------------------------------------------------------------------ public API check (_ext/public_api.py)
 public_api_packages = ["jaxlab"]
 public_api_modules = [
-    "jaxlab", "jaxlab.load", "jaxlab.config_files", "jaxlab.distributed", "jaxlab.errors", "jaxlab.registry", "jaxlab.report",
-    "jaxlab.train", "jaxlab.train.workdir", "jaxlab.tasks", "jaxlab.models", "jaxlab.losses", "jaxlab.optim", "jaxlab.moe",
+    "jaxlab", "jaxlab.nnx_params", "jaxlab.moe.nnx", "jaxlab.pde.nnx", "jaxlab.rl.nnx", "jaxlab.ot_clip.nnx", "jaxlab.load", "jaxlab.config_files", "jaxlab.distributed", "jaxlab.errors", "jaxlab.registry", "jaxlab.report",
+    "jaxlab.contract", "jaxlab.experiment", "jaxlab.train", "jaxlab.train.workdir", "jaxlab.tasks", "jaxlab.models", "jaxlab.losses", "jaxlab.optim", "jaxlab.moe",
     "jaxlab.ot_clip", "jaxlab.ot_clip.similarity", "jaxlab.pde", "jaxlab.pde.data", "jaxlab.pde.data.files", "jaxlab.pde.data.resample", "jaxlab.rl",
     "jaxlab.data", "jaxlab.data.digits", "jaxlab.data.batching",
 ]

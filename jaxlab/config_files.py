@@ -124,5 +124,5 @@ def load_config(spec: str) -> ml_collections.ConfigDict:
     raise InputError(f"config {os.path.basename(path)}: {e}") from None
   if not isinstance(config, ml_collections.ConfigDict):
     raise InputError(f"config {path}: get_config must return an ml_collections.ConfigDict, got {type(config).__name__}")
-  from jaxlab.train.config import add_fine_tune_keys  # every config takes init_from.* and optimizer.freeze
+  from jaxlab.experiment.config import add_fine_tune_keys  # every config takes init_from.* and optimizer.freeze
   return add_fine_tune_keys(config)

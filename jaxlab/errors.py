@@ -76,7 +76,8 @@ def is_traced(value: Any) -> bool:
 
 
 # Messages come in two styles, each the one its callers have always printed:
-#   "name=value; must be <requirement> (meaning)"     (the default: config keys, module fields)
+#   "name=value; must be <requirement> (meaning)"     (the default: config keys, module fields; a choice
+#                                                      reads "name=value; choose one of (...) (meaning)")
 #   "name must be <requirement> (meaning), got value"  (got=True: function arguments, as in OT-CLIP, MoMo)
 
 
@@ -273,8 +274,8 @@ def check_choice(value: Any, name: str, choices: Collection[Any], meaning: str =
     value: the value to check.
     name: where it came from, as the message prints it.
     choices: the allowed values.
-    meaning: printed in parentheses after the choices (e.g. ``"or None"``).
-    got: the ``"name must be one of [...], got value"`` style instead of ``"name=value; ..."``.
+    meaning: printed in parentheses after the choices (e.g. what each choice does, or ``"or None"``).
+    got: the ``"name must be one of [...], got value"`` style instead of ``"name=value; choose one of ..."``.
 
   Examples:
     >>> from jaxlab.errors import check_choice
@@ -283,9 +284,17 @@ def check_choice(value: Any, name: str, choices: Collection[Any], meaning: str =
     Traceback (most recent call last):
     ...
     jaxlab.errors.InputError: remat must be one of ['dots', 'full', 'none'], got 'all'
+    >>> check_choice("gpu", "env.step_via", ("auto", "xla", "callback"))
+    Traceback (most recent call last):
+    ...
+    jaxlab.errors.InputError: env.step_via='gpu'; choose one of ('auto', 'xla', 'callback')
   """
-  if value not in choices:
+  if value in choices:
+    return
+  if got:
     _fail(value, name, f"one of {choices!r}", meaning, got)
+  why = f" ({meaning})" if meaning else ""
+  raise InputError(f"{name}={_show(value)}; choose one of {choices!r}{why}")
 
 
 def check_scalar(value: Any, name: str) -> None:

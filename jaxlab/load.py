@@ -1,6 +1,6 @@
 """A trained run back in hand: ``load_run(workdir)`` gives its config, params, task and model.
 
-A workdir written by ``python -m jaxlab.main`` (or ``jaxlab.train.trainer.train``) holds
+A workdir written by ``python -m jaxlab.main`` (or ``jaxlab.experiment.train``) holds
 ``checkpoints/<step>/`` (the train state and the config it was trained with) and
 ``metrics.jsonl``. ``load_run`` rebuilds the task and model from the saved config (the trainer's
 own builder, ``build_state_init``, on one device), restores the params (the optimizer state only
@@ -28,13 +28,14 @@ import ml_collections
 import numpy as np
 
 from jaxlab.errors import CheckpointError, InputError, is_int
+from jaxlab.experiment import build_state_init, task_context
+from jaxlab.sharding import path_name, tree_shardings
 from jaxlab.train import checkpoint
 from jaxlab.train.context import TaskContext
+from jaxlab.train.loop import make_evaluate
 from jaxlab.train.mesh import make_mesh
-from jaxlab.sharding import path_name, tree_shardings
 from jaxlab.train.state import TrainState
 from jaxlab.train.task import Inference, Task
-from jaxlab.train.trainer import build_state_init, make_evaluate
 from jaxlab.train.workdir import Workdir
 
 _STATE_KEYS = ("step", "rng", "nonfinite_skipped", "params")  # what a load reads (+ opt_state when asked)
@@ -185,11 +186,11 @@ def _check_seed_index(seed_index: Any, runs: Any, workdir: str, seed: int) -> No
 
 
 def _load_context(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh | None) -> TaskContext:
-  """The context a run is loaded in: ``mesh``, or the default device (a mesh of the config's
-  axes, each of size 1)."""
+  """The context a run is loaded in (built once, by the config layer): on ``mesh``, or on the
+  default device (a mesh of the config's axes, each of size 1)."""
   if mesh is None:
     mesh = make_mesh(tuple((name, 1) for name, _ in config.mesh), [jax.devices()[0]])
-  return TaskContext.from_config(config, mesh=mesh)
+  return task_context(config, mesh=mesh)
 
 
 def _placement(config: ml_collections.ConfigDict, abstract: Any, mesh: jax.sharding.Mesh | None,
@@ -255,7 +256,7 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
     raise CheckpointError(f"load_run: {e}") from e.__cause__
   config = ml_collections.ConfigDict(_tuples(saved))
   ctx = _load_context(config, mesh)
-  task, runs, _, init, init_args = build_state_init(config, ctx=ctx)  # the trainer's builder, its Task
+  task, runs, _, init, init_args = build_state_init(config, ctx)  # the trainer's builder, its Task
   inference = task.inference
   _check_seed_index(seed_index, runs, workdir, int(config.seed))
   index = seed_index if runs is not None and seed_index is not None else None

@@ -197,15 +197,16 @@ def _run(created: bool) -> dict[str, dict]:
   except InputError as e:
     _fail(str(e))
   from jaxlab.errors import CheckpointError, DivergedError
-  from jaxlab.train.trainer import check_stop_after, ensure_writable, run_experiments
+  from jaxlab.experiment import check_experiments, run_checked
+  from jaxlab.train.loop import ensure_writable
   raise_if_pending()
-  try:  # before the workdir is made: a no-op command leaves nothing
-    check_stop_after(_STOP_AFTER.value)
+  try:  # the edge, once, before the workdir is made: a refused or no-op command leaves nothing
+    experiments = check_experiments(_CONFIG.value, _STOP_AFTER.value)
   except InputError as e:
     _fail(str(e))
   try:  # bad input and run failures: one clear line; anything else is a bug and keeps its traceback
     ensure_writable(_WORKDIR.value)
-    return run_experiments(_CONFIG.value, _WORKDIR.value, stop_after=_STOP_AFTER.value)
+    return {name: r.summary for name, r in run_checked(experiments, _WORKDIR.value).items()}
   except (InputError, CheckpointError, DivergedError) as e:
     if created:
       _remove_if_empty(_WORKDIR.value)  # a refused command leaves no trace

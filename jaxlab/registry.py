@@ -8,7 +8,7 @@ modules need optional extras without importing them up front.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from jaxlab.errors import InputError, UnknownNameError
 
@@ -21,7 +21,7 @@ EXTRAS: dict[str, str] = {
     "sklearn": "data",
     "gymnax": "rl", "flashbax": "rl", "rliable": "rl", "six": "rl", "pandas": "rl",
     "exponax": "pde", "h5py": "pde",
-    "envpool": "atari",
+    "envpool": "atari", "ale_py": "atari",
     "grain": "clip_data", "tokenizers": "clip_data", "pyarrow": "clip_data", "PIL": "clip_data",
     "matplotlib": "notebooks",
 }
@@ -130,10 +130,18 @@ class Registry(Generic[T]):
     return _describe(self._entries[name])
 
   def names(self) -> list[str]:
+    """The registered names, sorted."""
     return sorted(self._entries)
 
   def __contains__(self, name: str) -> bool:
     return name in self._entries
+
+  def __iter__(self) -> Iterator[str]:
+    """The registered names, sorted (``tuple(REGISTRY)`` lists them, e.g. in a message)."""
+    return iter(self.names())
+
+  def __len__(self) -> int:
+    return len(self._entries)
 
 
 def _describe(entry: Any) -> str:

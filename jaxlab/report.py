@@ -79,7 +79,7 @@ def _runs_of(config: dict[str, Any] | None, num_runs: int) -> tuple[list[str], l
   """Labels and swept values per run, from the saved config (``run_<i>`` without one)."""
   if config is not None:
     import ml_collections  # noqa: PLC0415
-    from jaxlab.train.runs import runs_from_config  # noqa: PLC0415
+    from jaxlab.experiment.context import runs_from_config  # noqa: PLC0415
     try:
       runs = runs_from_config(ml_collections.ConfigDict(config))
     except (InputError, TypeError, ValueError, AttributeError, KeyError):

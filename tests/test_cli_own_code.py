@@ -67,7 +67,7 @@ def test_loading_a_registering_config_again_is_fine_and_its_classes_find_their_m
         width: int = 3
 
       @TASKS.register("own_cls_task")
-      def own_cls_task(config):
+      def own_cls_task(config, ctx):
         raise AssertionError("not built here")
 
       def get_config(arg=None):

@@ -22,7 +22,8 @@ SETUP_CFG = pathlib.Path(__file__).resolve().parents[1] / "setup.cfg"
 # the others name the API the bound is for.
 BOUNDS = {
     "jax": ("0.7.1", "jax.set_mesh (trainer), jax.sharding.AxisType / reshard, jax.typeof (mesh and OT-CLIP sharding)"),
-    "flax": ("0.10.0", "flax.linen nn.scan / nn.remat over DPOT blocks on jax >= 0.7"),
+    "flax": ("0.12.1", "flax.nnx (the jaxlab.<package>.nnx modules): nnx.Dict (0.12.0), Variable.get_value (0.12.1); "
+                       "flax.linen nn.scan / nn.remat over DPOT blocks on jax >= 0.7"),
     "optax": ("0.2.6", "optax.contrib.momo / momo_adam, the optax.tree namespace (tree.norm, tree.zeros_like)"),
     "chex": ("0.1.87", "chex.dataclass / assertions used by the optimizers and tests on jax >= 0.7"),
     "orbax-checkpoint": ("0.11.0", "ocp.CheckpointManager with ocp.args.Composite / StandardSave / JsonSave"),
@@ -42,7 +43,8 @@ BOUNDS = {
                         "still reads both step signatures (0.0.x: 5 values, >= 1.0: 6), and tests/rl/test_envs.py "
                         "passes with 0.0.9; 0.0.8 calls jax.tree_map, gone in jax 0.6"),
     "gymnasium": ("1.1", "gymnax 1.0.1's own requirement (gymnasium>=1.1,<1.4), carried by the rl extra because "
-                         "gymnax is installed --no-deps"),
+                         "gymnax is installed --no-deps; the atari extra's too, for ale-py's vector env "
+                         "(gymnasium.vector.AutoresetMode, ale-py's own 'vector' extra says >=1.1.0)"),
     "six": ("1.16", "rliable's missing dependency"),
     "flashbax": ("0.1.2", "flashbax.make_flat_buffer, buffers.trajectory_buffer.TrajectoryBufferState"),
     "rliable": ("1.0.8", "rliable.library / metrics (interquartile mean, stratified bootstrap)"),
@@ -52,6 +54,8 @@ BOUNDS = {
     "h5py": ("3.9", "h5py.File with lazy row reads of DPOT/PDEBench/The Well HDF5 files (3.9: numpy 2 support)"),
     "envpool": ("1.2.5", "env.xla() through XLA's FFI inside jit (jaxlab.rl.atari) and Atari v5 with the ROMs "
                            "packaged; 1.2.5 is the release tested (tests/rl/test_atari.py), 0.8.x has another XLA interface"),
+    "ale-py": ("0.12", "ale_py.vector_env.AtariVectorEnv with xla() (0.12.0 added it) and seeded reset(seed=array) "
+                       "(jaxlab.rl.atari_ale); 0.12.1 is the release tested (tests/rl/test_atari_ale.py)"),
     "grain": ("0.2.2", "grain.MapDataset / IndexSampler with ShardOptions (per-process image-text rows)"),
     "tokenizers": ("0.15", "tokenizers.Tokenizer with WordLevel/BPE trainers, Tokenizer.from_file"),
     "pyarrow": ("14", "pyarrow.parquet.read_table for precomputed embedding pairs"),
@@ -64,6 +68,8 @@ BOUNDS = {
     "sphinx-book-theme": ("1.1", "the docs theme (optax and flax use it)"),
     "matplotlib": ("3.8", "pyplot figures of the notebooks and benchmarks"),
     "pytest": ("8.0", "the test suite"),
+    "import-linter": ("2.0", "layers contracts with independent (`|`) and non-independent (`:`) siblings, checked by "
+                             "importlinter.cli.lint_imports in tests/test_layers.py"),
     "pytest-xdist": ("3.5", "-n parallel test runs"),
     "webdataset": ("1.0.2", "webdataset.TarWriter / WebDataset writing and reading the shards the tests index "
                             "(jaxlab itself reads shards without it); 1.0.2 is the release tested"),

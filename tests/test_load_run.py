@@ -17,7 +17,7 @@ import jaxlab
 from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.train.checkpoint import Checkpointer, abstract_like
-from jaxlab.train.trainer import build_state_init, train
+from jaxlab.experiment import build_state_init, task_context, train
 
 STEPS = 4
 
@@ -98,7 +98,7 @@ def test_earlier_step_with_optimizer_state_equals_a_full_restore(dpot_dir):
   assert run.step == 2
   _assert_reproduces_log(run)
   # the trainer's own restore of the whole state: a checkpoint read twice is bit-equal
-  _, _, _, init, args = build_state_init(run.config)
+  _, _, _, init, args = build_state_init(run.config, task_context(run.config))
   abstract = jax.eval_shape(init, *args)
   device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
   ckpt = Checkpointer(os.path.join(dpot_dir, "checkpoints"), 2)

@@ -174,7 +174,7 @@ def test_trained_seeds_reported(tmp_path):
   """digits_mlp:tiny with runs.seeds=2 (a few seconds), then `python -m jaxlab.report` on it."""
   import jax
   from configs.digits_mlp import get_config
-  from jaxlab.train.trainer import train
+  from jaxlab.experiment import train
   c = get_config("tiny")
   c.runs.seeds = 2
   workdir = str(tmp_path / "mlp")

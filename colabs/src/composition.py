@@ -83,7 +83,7 @@ TINY = False  # the tests set True: every cell runs in seconds
 # state, metrics = step(state, batch)   # jitted, state donated
 # ```
 #
-# The trainer (`jaxlab.train.trainer.train(config, workdir)`) builds it from a config: the
+# The trainer (`jaxlab.experiment.train(config, workdir)`) builds it from a config: the
 # task (`configs/<name>.py`'s `task`) provides `loss_fn` and data, `optimizer` the transform,
 # `mesh` and `sharding_rules` the shardings. Directly, on 8 devices, with MoMo on a least-squares
 # problem (MoMo's step size adapts from the loss value the step passes in):
@@ -100,7 +100,7 @@ from jaxlab.main import summary_table
 from jaxlab.optim.momo import momo
 from jaxlab.train import make_init_fn, make_mesh, make_train_step
 from jaxlab.train.metrics_writer import read_metrics
-from jaxlab.train.trainer import run_experiments, train
+from jaxlab.experiment import run_experiments, train
 
 print(f"{len(jax.devices())} devices: {jax.devices()[0].platform}")
 mesh = make_mesh((("data", -1),))
@@ -172,8 +172,8 @@ plt.show()
 import re
 
 from jaxlab.pde.sharding import dpot_sharding_rules
-from jaxlab.pde.data.from_config import channels_of
-from jaxlab.pde.model_from_config import build_model
+from jaxlab.tasks.pde_data import channels_of
+from jaxlab.tasks.pde_model import build_model
 from jaxlab.sharding import path_name
 
 n_dev = len(jax.devices())

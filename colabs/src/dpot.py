@@ -92,10 +92,10 @@ import matplotlib.pyplot as plt
 from jaxlab.config_files import load_config
 from jaxlab.pde import AFNO2D
 from jaxlab.pde.data import rollout_eval_data
-from jaxlab.pde.data.from_config import channels_of, load_datasets
-from jaxlab.pde.model_from_config import build_model
+from jaxlab.tasks.pde_data import channels_of, load_datasets
+from jaxlab.tasks.pde_model import build_model
 from jaxlab.pde.rollout import rollout
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 
 h = jax.random.normal(jax.random.key(0), (1, 16, 16, 32))          # (batch, X, Y, D) tokens
 layer = AFNO2D(width=32, n_blocks=4, modes=4)

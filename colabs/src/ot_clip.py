@@ -63,7 +63,7 @@ from jaxlab.config_files import load_config
 from jaxlab.data.digits import load_digits_split
 from jaxlab.ot_clip import digits_pairs
 from jaxlab.ot_clip.two_tower import TwoTower
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 
 # %% [markdown]
 # ## InfoNCE is one-sided entropic OT

@@ -65,7 +65,7 @@ import matplotlib.pyplot as plt
 
 from jaxlab.config_files import load_config
 from jaxlab.train.metrics_writer import read_metrics
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 
 config = load_config("digits_mlp:tiny" if TINY else "digits_mlp")
 config.log_every = max(1, config.num_steps // 20)

@@ -105,7 +105,7 @@ from jaxlab.moe import init_soft_moe, num_slots, soft_moe, soft_moe_einsum
 from jaxlab.rl.envs import make_env
 from jaxlab.rl.networks import QNetwork
 from jaxlab.train.metrics_writer import read_metrics
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 
 m, d, n, h = 100, 16, 4, 64
 p = num_slots(m, n)                                           # ceil(100 / 4) = 25 slots per expert

@@ -13,7 +13,7 @@ import optax
 
 from jaxlab.optim.registry import OPTIMIZERS
 from jaxlab.train import TASKS, Task, TaskContext
-from jaxlab.train.config import make_tiny, trainer_config
+from jaxlab.experiment import make_tiny, trainer_config
 
 TRUE_W = np.array([2.0, -1.0, 0.5], np.float32)
 

@@ -165,6 +165,11 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "python benchmarks/rl_der_study.py --measure --games=Pong --seeds=3 --measure_steps=40 "
         "--measure_out=benchmarks/results/rl/der_cost_3_seeds.json",
         _RL),
+    "rl/noise_speed.json": (
+        "What Dopamine's noise costs a DER TD update on this CPU: head-only noise, head + hidden layer + experts "
+        "with one draw per batch, and one draw per row, dense and Soft-MoE heads, side by side.",
+        "python benchmarks/rl_noise_speed.py --out benchmarks/results/rl/noise_speed.json",
+        _RL),
     "rl/rejax_throughput.json": (
         "jaxlab's DQN beside rejax 0.1.3's, the same QNetwork in both, dense and Soft MoE, 1 and 8 vmapped seeds.",
         "benchmarks/rl_rejax_throughput.sh --frames=1000 --repeats=3 --out=benchmarks/results/rl/rejax_throughput.json",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxlab.errors import InputError
+from jaxlab.errors import check_range
 
 
 def load_digits_split(test_fraction: float = 0.2, seed: int = 0, images: bool = False
@@ -18,8 +18,7 @@ def load_digits_split(test_fraction: float = 0.2, seed: int = 0, images: bool = 
     from sklearn.datasets import load_digits
   except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("the digits data need scikit-learn: pip install 'jaxlab[data]'") from e
-  if not 0.0 < test_fraction < 1.0:
-    raise InputError(f"test_fraction must be in (0, 1), got {test_fraction}")
+  check_range(test_fraction, "test_fraction", 0, 1, low_open=True, high_open=True, got=True)
   data = load_digits()
   x = (data.data / 16.0).astype(np.float32)
   y = data.target.astype(np.int32)

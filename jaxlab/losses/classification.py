@@ -8,11 +8,13 @@ import optax
 
 from jaxlab.registry import Registry
 
-#: Supervised losses by name (``config.loss``).
-LOSSES: Registry = Registry("loss")
+#: Classification losses by name (``config.loss.name`` of the ``digits_classification`` task), each
+#: ``(logits, labels, **kwargs) -> (loss, metrics)``. The OT-CLIP losses of two towers are another kind,
+#: with another signature: ``jaxlab.ot_clip.LOSSES``.
+CLASSIFICATION_LOSSES: Registry = Registry("classification loss")
 
 
-@LOSSES.register("softmax_cross_entropy")
+@CLASSIFICATION_LOSSES.register("softmax_cross_entropy")
 def softmax_cross_entropy(logits: jax.Array, labels: jax.Array, label_smoothing: float = 0.0
                           ) -> tuple[jax.Array, dict[str, jax.Array]]:
   """Mean cross-entropy over the (global) batch, plus accuracy."""

@@ -5,9 +5,13 @@ expert axis leading (``experts/{w1,b1,w2,b2}``); flax linen modules in ``jaxlab.
 haiku modules in ``jaxlab.moe.haiku_modules`` wrap the same functions. One public name per
 thing: the Soft MoE is ``soft_moe`` (pure function) and ``SoftMoE`` (flax module); its implementation
 module is private (``_soft_moe``); ``"softmoe"`` is only a config value (``network.head``, ``model.mlp``).
+Flax NNX modules of both layers, same names and parameter layout, are in ``jaxlab.moe.nnx``
+(imported on first use).
 """
 
-from jaxlab.moe.experts import apply_experts, init_experts
+from jaxlab.lazy_submodules import lazy_submodules as _lazy_submodules
+
+from jaxlab.moe.experts import apply_experts, init_experts, init_noisy_experts, noisy_expert_weights
 from jaxlab.moe.modules import SoftMoE, Top1MoE
 from jaxlab.moe._soft_moe import (init_router, init_soft_moe, num_slots, soft_moe,
                                   soft_moe_einsum, soft_moe_stats)
@@ -19,6 +23,9 @@ EXPERT_PARALLEL_RULES = ((r"experts/", ("expert",)),)
 
 __all__ = [
     "EXPERT_PARALLEL_RULES", "SoftMoE", "Top1MoE", "apply_experts", "capacity", "init_experts",
-    "init_router", "init_soft_moe", "init_top1_moe", "num_slots", "soft_moe", "soft_moe_einsum",
-    "soft_moe_stats", "top1_moe",
+    "init_noisy_experts", "init_router", "init_soft_moe", "init_top1_moe", "nnx", "noisy_expert_weights", "num_slots",
+    "soft_moe", "soft_moe_einsum", "soft_moe_stats", "top1_moe",
 ]
+
+
+__getattr__, __dir__ = _lazy_submodules(__name__, ("nnx",), __all__)  # flax.nnx only for who uses it

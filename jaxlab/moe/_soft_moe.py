@@ -97,7 +97,7 @@ def check_impl(impl: str, single_exponential: bool, impl_name: str = "impl",
   ``impl_name`` / ``single_name`` are how the caller spells the two settings (a module
   attribute, a config key), so that the message names what the user set.
   """
-  check(impl in IMPLS, f"{impl_name}={impl!r}; choose one of {IMPLS}")
+  errors.check_choice(impl, impl_name, IMPLS)
   errors.check_bool(single_exponential, single_name)
   check(not single_exponential or impl == "cpu_kernel",
         f"{single_name}=True with {impl_name}={impl!r}: single_exponential is an option of the CPU kernel; "

@@ -53,6 +53,11 @@ class SoftMoE(nn.Module):
     impl: ``"auto"`` (the CPU kernel on CPU, the einsum form elsewhere, chosen when the program
       is lowered), ``"cpu_kernel"`` or ``"einsum"``; see :func:`jaxlab.moe.soft_moe`.
     param_dtype: dtype of the parameters.
+    noisy_experts: each expert's first layer is a factorised noisy linear layer (dopamine's
+      ``ExpertModel(noisy=True)``): its parameters are :func:`jaxlab.moe.experts.init_noisy_experts`'
+      (means ``w1``, ``b1`` and scales ``w1_sigma``, ``b1_sigma``), and each call takes the noise
+      draw that all experts and slots share as ``expert_noise=(f_p [d, 1], f_q [1, h])``, or None
+      for the means. Off: plain experts, and ``expert_noise`` must be None.
   """
 
   num_experts: int
@@ -63,19 +68,26 @@ class SoftMoE(nn.Module):
   single_exponential: bool = False
   impl: str = "auto"
   param_dtype: jnp.dtype = jnp.float32
+  noisy_experts: bool = False
 
   @nn.compact
-  def __call__(self, x: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+  def __call__(self, x: jax.Array, expert_noise: tuple[jax.Array, jax.Array] | None = None
+               ) -> tuple[jax.Array, dict[str, jax.Array]]:
     check_moe_settings("SoftMoE", self.num_experts, self.expert_hidden, self.capacity_factor, self.num_slots)
     soft_lib.check_impl(self.impl, self.single_exponential, "SoftMoE.impl", "SoftMoE.single_exponential")
+    errors.check_bool(self.noisy_experts, "SoftMoE.noisy_experts")
+    check(self.noisy_experts or expert_noise is None,
+          "SoftMoE got expert_noise but noisy_experts=False; set SoftMoE.noisy_experts=True for noisy experts")
     check_tokens("SoftMoE", x)
     d = x.shape[-1]
     p = self.num_slots if self.num_slots is not None else soft_lib.num_slots(
         x.shape[1], self.num_experts, self.capacity_factor)
     router = self.param("router", lambda key: soft_lib.init_router(
         key, d, self.num_experts, p, self.normalize, self.param_dtype))
-    experts = self.param("experts", lambda key: experts_lib.init_experts(
-        key, self.num_experts, d, self.expert_hidden, self.param_dtype))
+    init = experts_lib.init_noisy_experts if self.noisy_experts else experts_lib.init_experts
+    experts = self.param("experts", lambda key: init(key, self.num_experts, d, self.expert_hidden, self.param_dtype))
+    if self.noisy_experts:
+      experts = experts_lib.noisy_expert_weights(experts, *(expert_noise or (None, None)))
     return soft_lib.soft_moe({"router": router, "experts": experts}, x, normalize=self.normalize,
                              single_exponential=self.single_exponential, impl=self.impl)
 

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, check_choice, check_range
 from jaxlab.optim.registry import OPTIMIZERS
 from jaxlab.optim.schedules import SCHEDULES, onecycle_momentum
 from jaxlab.registry import Registry
@@ -57,11 +57,18 @@ GRADIENT_TRANSFORMS.register("centralize")(optax.centralize)
 # Before "adam" in a chain: torch Adam's L2 weight decay (grad + wd * p enters both moments).
 GRADIENT_TRANSFORMS.register("add_decayed_weights")(optax.add_decayed_weights)
 
-WEIGHT_DECAY_MASKS: dict[str, Callable[[Any], Any] | None] = {
-    "all": None,
-    # Biases and norm scales/offsets are the 1-d leaves of every jaxlab model.
-    "no_bias_norm": lambda params: jax.tree.map(lambda p: p.ndim > 1, params),
-}
+
+def no_bias_norm(params: Any) -> Any:
+  """The weight-decay mask that leaves out biases and norm scales/offsets: the 1-d leaves of every jaxlab model."""
+  return jax.tree.map(lambda p: p.ndim > 1, params)
+
+
+#: Weight-decay masks by name (``optimizer.weight_decay_mask``), each ``params -> bool tree`` of the decayed
+#: leaves; "all" is no mask (every leaf decays, the optimizer's own default, and its state has no mask in it).
+WEIGHT_DECAY_MASKS: Registry = Registry("weight-decay mask")
+WEIGHT_DECAY_MASKS.register("all")(None)
+WEIGHT_DECAY_MASKS.register("no_bias_norm")(no_bias_norm)
+
 
 def freeze_labels(patterns: Sequence[str]) -> Callable[[Any], Any]:
   """``params -> labels``: "frozen" where a regex matches the param path, else "train".
@@ -156,8 +163,7 @@ def optimizer_from_config(opt_config: Any, num_steps: int, swept: Sequence[str] 
     kwargs[lr_arg] = kwargs.pop("learning_rate")
   if lr_arg in kwargs:
     lr = kwargs[lr_arg]
-    if not isinstance(lr, (int, float)) or not lr >= 0 or lr != lr or lr == float("inf"):
-      raise InputError(f"optimizer.learning_rate must be a finite number >= 0, got {lr!r}")
+    check_range(lr, "optimizer.learning_rate", 0, got=True)
     if schedule != "constant" and name in NO_SCHEDULE:
       raise InputError(f"optimizer {name!r} takes no schedule for its {lr_arg}; use schedule='constant'")
     if schedule != "constant" and lr_arg in swept:
@@ -169,9 +175,8 @@ def optimizer_from_config(opt_config: Any, num_steps: int, swept: Sequence[str] 
   elif schedule != "constant":
     raise InputError(f"optimizer.schedule={schedule!r} needs optimizer.learning_rate")
 
-  if mask_name not in WEIGHT_DECAY_MASKS:
-    raise InputError(f"optimizer.weight_decay_mask must be one of {sorted(WEIGHT_DECAY_MASKS)}, got {mask_name!r}")
-  mask = WEIGHT_DECAY_MASKS[mask_name]
+  check_choice(mask_name, "optimizer.weight_decay_mask", sorted(WEIGHT_DECAY_MASKS), got=True)
+  mask = WEIGHT_DECAY_MASKS.get(mask_name)
   if mask is not None:
     if "mask" not in _parameters(factory):
       raise InputError(f"optimizer {name!r} takes no weight-decay mask (weight_decay_mask={mask_name!r})")

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.errors import InputError
+from jaxlab.registry import Registry
 from jaxlab.ot_clip.inference import ot_zero_shot, ot_zero_shot_plan, predict_from_plan, zero_shot_predict
 from jaxlab.ot_clip.selective import aurc, partial_ot_confidence, plan_confidence, selective_risk
 from jaxlab.ot_clip.similarity import l2_normalize
@@ -68,13 +69,23 @@ def zero_shot_metrics(image_emb: jax.Array, class_emb: jax.Array, labels: jax.Ar
   return out
 
 
+def _argmax(image_emb: jax.Array, class_emb: jax.Array, epsilon: float) -> jax.Array:
+  del epsilon  # CLIP's argmax has no entropic regularisation
+  return zero_shot_predict(image_emb, class_emb)
+
+
+#: Zero-shot inference by name (``classify``'s ``method``), each ``(image_emb, class_emb, epsilon) -> class ids``:
+#: CLIP's argmax, or OT-CLIP's transductive OT inference (Shi, Fan & Yan, ICML 2024, Sec. 5).
+ZERO_SHOT: Registry = Registry("zero-shot method")
+ZERO_SHOT.register("argmax")(_argmax)
+ZERO_SHOT.register("ot")(ot_zero_shot)
+
+
 def classify(image_emb: jax.Array, class_emb: jax.Array, method: str, epsilon: float) -> jax.Array:
   """Class ids by CLIP's argmax (``method="argmax"``) or OT-CLIP's transductive OT inference (``"ot"``)."""
-  if method == "argmax":
-    return zero_shot_predict(image_emb, class_emb)
-  if method == "ot":
-    return ot_zero_shot(image_emb, class_emb, epsilon)
-  raise InputError(f"zero_shot method={method!r}; allowed: 'argmax' (CLIP), 'ot' (OT-CLIP's transductive inference)")
+  if method not in ZERO_SHOT:
+    raise InputError(f"zero_shot method={method!r}; allowed: 'argmax' (CLIP), 'ot' (OT-CLIP's transductive inference)")
+  return ZERO_SHOT.get(method)(image_emb, class_emb, epsilon)
 
 
 def class_embedding(class_text_emb: jax.Array) -> jax.Array:

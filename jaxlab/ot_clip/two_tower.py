@@ -27,6 +27,53 @@ def _check_widths(module: nn.Module, names: tuple[str, ...]) -> None:
     check_int(getattr(module, name), f"{type(module).__name__}.{name}", 1, got=True)
 
 
+def masked_mean(embedded: jax.Array, tokens: jax.Array) -> jax.Array:
+  """Mean of the token embeddings [B, L, H] over the non-padding ids (``tokens != 0``) -> [B, H].
+
+  In the embeddings' dtype (bfloat16 params stay bfloat16); an all-padding row gives zeros.
+  """
+  mask = (tokens != PAD_ID).astype(embedded.dtype)[..., None]
+  return jnp.sum(embedded * mask, axis=-2) / jnp.maximum(jnp.sum(mask, axis=-2), 1.0)
+
+
+def clamped_logit_scale(log_logit_scale: jax.Array) -> jax.Array:
+  """``exp(min(log_scale, ln 100))`` in float32: the learned temperature, clamped as open_clip's."""
+  return jnp.exp(jnp.minimum(log_logit_scale.astype(jnp.float32), LOG_MAX_SCALE))
+
+
+def check_pair(images: jax.Array, texts: jax.Array) -> None:
+  """InputError unless images [B, ...] and texts [B, L] have the same batch size."""
+  ishape, tshape = tuple(np.shape(images)), tuple(np.shape(texts))
+  if len(ishape) < 2 or len(tshape) != 2 or ishape[0] != tshape[0]:
+    raise InputError(f"images {ishape} and tokens {tshape} must be [B, ...] and [B, L] with the same batch size B")
+
+
+def check_text_embeddings(texts: jax.Array, text_embedding_dim: int) -> None:
+  """InputError unless ``texts`` are float text embeddings [B, text_embedding_dim]."""
+  shape = tuple(np.shape(texts))
+  if len(shape) != 2 or shape[0] < 1 or shape[1] != text_embedding_dim:
+    raise InputError(f"text embeddings must be [batch, {text_embedding_dim}] (text_embedding_dim), "
+                     f"got shape {shape}")
+  dtype = jnp.result_type(texts)
+  if not jnp.issubdtype(dtype, jnp.floating):
+    raise InputError(f"text embeddings must have a floating dtype, got {dtype}")
+
+
+def check_tokens(tokens: jax.Array, vocab_size: int) -> None:
+  """InputError unless ``tokens`` are integer ids [B, L] and, when concrete, each in [0, vocab_size)."""
+  shape = tuple(np.shape(tokens))
+  if len(shape) != 2 or min(shape) < 1:
+    raise InputError(f"tokens must be a non-empty 2-D [batch, length] array of ids, got shape {shape}")
+  dtype = jnp.result_type(tokens)
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise InputError(f"tokens must be integer ids, got dtype {dtype}")
+  if not is_traced(tokens):
+    ids = np.asarray(tokens)
+    if ids.min() < 0 or ids.max() >= vocab_size:
+      bad = ids[(ids < 0) | (ids >= vocab_size)].ravel()[0]
+      raise InputError(f"token id {int(bad)} is outside [0, vocab_size={vocab_size})")
+
+
 class ImageEncoder(nn.Module):
   """Flattened pixels -> MLP -> embedding."""
   hidden: int = 128
@@ -86,9 +133,7 @@ class TextEncoder(nn.Module):
 
   @nn.compact
   def __call__(self, tokens: jax.Array) -> jax.Array:
-    e = nn.Embed(self.vocab_size, self.hidden)(tokens)
-    mask = (tokens != PAD_ID).astype(e.dtype)[..., None]  # the table's dtype: bfloat16 params stay bfloat16
-    h = jnp.sum(e * mask, axis=-2) / jnp.maximum(jnp.sum(mask, axis=-2), 1.0)
+    h = masked_mean(nn.Embed(self.vocab_size, self.hidden)(tokens), tokens)
     h = nn.gelu(nn.Dense(self.hidden)(h))
     return nn.Dense(self.embed_dim)(h)
 
@@ -157,39 +202,15 @@ class TwoTower(nn.Module):
   def encode_text(self, texts: jax.Array) -> jax.Array:
     """Token ids [B, L], or text embeddings [B, text_embedding_dim] -> unit embeddings [B, embed_dim]."""
     if self.text_embedding_dim:
-      self._check_text_embeddings(texts)
+      check_text_embeddings(texts, self.text_embedding_dim)
     else:
-      self._check_tokens(texts)
+      check_tokens(texts, self.vocab_size)
     return l2_normalize(self.text_encoder(texts).astype(jnp.float32))
 
-  def _check_text_embeddings(self, texts: jax.Array) -> None:
-    shape = tuple(np.shape(texts))
-    if len(shape) != 2 or shape[0] < 1 or shape[1] != self.text_embedding_dim:
-      raise InputError(f"text embeddings must be [batch, {self.text_embedding_dim}] (text_embedding_dim), "
-                       f"got shape {shape}")
-    dtype = jnp.result_type(texts)
-    if not jnp.issubdtype(dtype, jnp.floating):
-      raise InputError(f"text embeddings must have a floating dtype, got {dtype}")
-
-  def _check_tokens(self, tokens: jax.Array) -> None:
-    shape = tuple(np.shape(tokens))
-    if len(shape) != 2 or min(shape) < 1:
-      raise InputError(f"tokens must be a non-empty 2-D [batch, length] array of ids, got shape {shape}")
-    dtype = jnp.result_type(tokens)
-    if not jnp.issubdtype(dtype, jnp.integer):
-      raise InputError(f"tokens must be integer ids, got dtype {dtype}")
-    if not is_traced(tokens):
-      ids = np.asarray(tokens)
-      if ids.min() < 0 or ids.max() >= self.vocab_size:
-        bad = ids[(ids < 0) | (ids >= self.vocab_size)].ravel()[0]
-        raise InputError(f"token id {int(bad)} is outside [0, vocab_size={self.vocab_size})")
-
   def logit_scale(self) -> jax.Array:
-    return jnp.exp(jnp.minimum(self.log_logit_scale.astype(jnp.float32), LOG_MAX_SCALE))
+    return clamped_logit_scale(self.log_logit_scale)
 
   def __call__(self, images: jax.Array, texts: jax.Array) -> dict[str, jax.Array]:
-    ishape, tshape = tuple(np.shape(images)), tuple(np.shape(texts))
-    if len(ishape) < 2 or len(tshape) != 2 or ishape[0] != tshape[0]:
-      raise InputError(f"images {ishape} and tokens {tshape} must be [B, ...] and [B, L] with the same batch size B")
+    check_pair(images, texts)
     return {"image_emb": self.encode_image(images), "text_emb": self.encode_text(texts),
             "logit_scale": self.logit_scale(), "logit_bias": self.logit_bias}

@@ -184,6 +184,179 @@ def check_mlp_ratio(prefix: str, width: int, mlp_ratio: float) -> int:
   return hidden
 
 
+def _ignore(name: str, value: Any) -> None:
+  """A ``record`` that keeps nothing (the linen modules pass one that sows into "intermediates")."""
+
+
+def init_norm(key: Array, width: int) -> dict[str, Array]:
+  """GroupNorm's affine parameters ``{"scale": ones, "bias": zeros}`` (width,), as PyTorch's."""
+  del key
+  return {"scale": jnp.ones((width,)), "bias": jnp.zeros((width,))}
+
+
+def init_block_mlp(key: Array, width: int, hidden: int) -> Params:
+  """The block's channel MLP ``{"fc1": width -> hidden, "fc2": hidden -> width}``, PyTorch's default init."""
+  return init_dense_layers(key, {"fc1": ((width, hidden), width), "fc2": ((hidden, width), hidden)})
+
+
+def dense_mlp(p: Params, z: Array, act: Callable[[Array], Array]) -> Array:
+  """``fc2(act(fc1(z)))``: the official block MLP (1x1 convolutions)."""
+  return dense(p["fc2"], act(dense(p["fc1"], z)))
+
+
+def token_moe(moe: Callable[[Array], tuple[Array, dict[str, Array]]], z: Array,
+              record: Callable[[str, Any], None] = _ignore) -> Array:
+  """A Soft MoE layer ``moe`` over the h*w latent pixels of each sample as tokens: (B, h, w, D) -> same.
+
+  ``record("moe_expert_load", ...)`` receives the layer's expert load.
+  """
+  b, nx, ny, d = z.shape
+  y, stats = moe(z.reshape(b, nx * ny, d))
+  record("moe_expert_load", stats["expert_load"])
+  return y.reshape(b, nx, ny, d)
+
+
+def dpot_block(h: Array, norm1: Params, norm2: Params, mixer: Callable[[Array], Array],
+               mlp: Callable[[Array], Array], record: Callable[[str, Any], None] = _ignore) -> Array:
+  """One DPOT block, h + MLP(GN2(AFNO(GN1(h)))) on (B, h, w, D) (Hao et al., Sec. 3.2; the official ``Block``).
+
+  Args:
+    h: (B, h, w, D) latent.
+    norm1: GroupNorm affine ``{"scale", "bias"}`` before the token mixer; ``norm2`` before the MLP.
+    norm2: see ``norm1``.
+    mixer: the AFNO token mixer (its own skip included: ``jaxlab.pde.afno.afno2d``).
+    mlp: the channel MLP (:func:`dense_mlp`, or :func:`token_moe` of a Soft MoE).
+    record: called as ``record(name, value)`` with ``"filter_output"`` and ``"output"``.
+
+  Returns:
+    (B, h, w, D).
+  """
+  mixed = mixer(group_norm(h, norm1["scale"], norm1["bias"], GROUPS))
+  record("filter_output", mixed)
+  out = h + mlp(group_norm(mixed, norm2["scale"], norm2["bias"], GROUPS))
+  record("output", out)
+  return out
+
+
+def init_patch_embed(key: Array, patch: int, in_channels: int, patch_hidden: int, embed_dim: int) -> Params:
+  """``{"proj1": Conv(p x p, stride p) (p, p, C+3, hidden), "proj2": 1x1 hidden -> D}``, PyTorch's default init."""
+  c = in_channels + 3
+  return init_dense_layers(key, {"proj1": ((patch, patch, c, patch_hidden), c * patch * patch),
+                                 "proj2": ((patch_hidden, embed_dim), patch_hidden)})
+
+
+def init_pos_embed(key: Array, latent_size: int, embed_dim: int) -> Array:
+  """The learned positional embedding (h, w, D): truncated normal, std 0.02, cut at +-2 (timm's ``trunc_normal_``)."""
+  return 0.02 * jax.random.truncated_normal(key, -2.0 / 0.02, 2.0 / 0.02, (latent_size, latent_size, embed_dim))
+
+
+def init_time_agg(key: Array, in_timesteps: int, embed_dim: int, time_agg: str) -> Params:
+  """The temporal aggregator ``w`` (T, D, D) ~ N(0, 1) / (T sqrt(D)), and for 'exp_mlp' ``gamma`` = 2^linspace(-10, 10, D)."""
+  t, d = in_timesteps, embed_dim
+  out = {"w": jax.random.normal(key, (t, d, d)) / (t * d ** 0.5)}
+  if time_agg == "exp_mlp":
+    out["gamma"] = jnp.asarray(2.0 ** torch_linspace(-10.0, 10.0, d).astype(np.float64), jnp.float32)
+  return out
+
+
+def init_scale_feats(key: Array, in_channels: int, embed_dim: int) -> Params:
+  """One of the normalisation's affine maps (mu, sigma) -> D: ``{"kernel": (2C, D), "bias"}``."""
+  return init_dense(key, (2 * in_channels, embed_dim), 2 * in_channels)
+
+
+def init_cls_head(key: Array, embed_dim: int, num_classes: int) -> Params:
+  """The classification MLP ``{"fc1", "fc2": D -> D, "fc3": D -> num_classes}``."""
+  d = embed_dim
+  return init_dense_layers(key, {"fc1": ((d, d), d), "fc2": ((d, d), d), "fc3": ((d, num_classes), d)})
+
+
+def init_out_layer(key: Array, embed_dim: int, patch: int, out_layer_dim: int, out_size: int) -> Params:
+  """The output head ``{"deconv": (D, p, p, L), "fc1": L -> L, "fc2": L -> C_out*T_out}``."""
+  lo = out_layer_dim
+  # torch's ConvTranspose2d fan_in is weight.size(1) * p * p = out_layer_dim * p * p
+  return init_dense_layers(key, {"deconv": ((embed_dim, patch, patch, lo), lo * patch * patch),
+                                 "fc1": ((lo, lo), lo), "fc2": ((lo, out_size), lo)})
+
+
+def dpot_encode(params: Params, x: Array, *, patch_size: int, act: str = "gelu", normalize: bool = False,
+                fuse_embedding: bool = True, record: Callable[[str, Any], None] = _ignore
+                ) -> tuple[Array, tuple[Array, Array] | None]:
+  """DPOT's steps 1-3 (module docstring): normalisation, patch embedding, temporal aggregation.
+
+  Args:
+    params: ``patch_embed``, ``pos_embed``, ``time_agg`` and, with ``normalize``, ``scale_feats_mu`` /
+      ``scale_feats_sigma`` (the :class:`DPOT` layout).
+    x: (B, X, Y, T, C), the compute dtype.
+    patch_size: p.
+    act: activation name.
+    normalize: instance normalisation and the AdaIN-like rescaling of the latent.
+    fuse_embedding: :func:`embed_fused` (else :func:`embed_literal`).
+    record: receives ``"patch_embed"`` (literal path) and ``"time_agg"``.
+
+  Returns:
+    ``(h, stats)``: the latent (B, X/p, Y/p, D) for the blocks, and ``(mu, sigma)`` to de-normalise
+    the prediction with (None without ``normalize``).
+  """
+  act_fn = get_activation(act)
+  b, nx, ny, t, c = x.shape
+  d, p = params["pos_embed"].shape[-1], patch_size
+  lat = nx // p
+  dtype = x.dtype  # the compute dtype (bfloat16 under a bfloat16 train step); statistics in float32
+  stats = None
+  if normalize:
+    mu, sigma = instance_stats(x)
+    x = ((x - mu) / sigma).astype(dtype)
+    feats = jnp.concatenate([mu, sigma], axis=-1).reshape(b, 2 * c).astype(dtype)
+    scale_mu = dense(params["scale_feats_mu"], feats)
+    scale_sigma = dense(params["scale_feats_sigma"], feats)
+    stats = (mu, sigma)
+
+  grid = jnp.asarray(grid_coordinates(nx, ny, t), x.dtype)
+  if fuse_embedding:
+    h = embed_fused(params["patch_embed"], params["pos_embed"], params["time_agg"], x, grid, p, act_fn)
+  else:
+    frames = jnp.concatenate([x, jnp.broadcast_to(grid, (b, nx, ny, t, 3))], axis=-1)
+    h, proj = embed_literal(params["patch_embed"], params["pos_embed"], params["time_agg"], frames, p, act_fn)
+    record("patch_embed", proj.transpose(0, 3, 1, 2, 4).reshape(b * t, lat, lat, d))
+  record("time_agg", h)
+  if normalize:
+    h = scale_sigma[:, None, None, :] * h + scale_mu[:, None, None, :]
+  return h, stats
+
+
+def dpot_decode(params: Params, h: Array, stats: tuple[Array, Array] | None, *, patch_size: int,
+                out_timesteps: int, out_channels: int, dtype: Any, act: str = "gelu",
+                record: Callable[[str, Any], None] = _ignore) -> Array | tuple[Array, Array]:
+  """DPOT's steps 5-6 on the blocks' output: the output head (and the classification head with ``cls_head``).
+
+  Args:
+    params: ``out_layer`` and, for a class head, ``cls_head``.
+    h: (B, h, w, D), the blocks' output.
+    stats: ``(mu, sigma)`` from :func:`dpot_encode` to de-normalise with, or None.
+    patch_size: p.
+    out_timesteps: T_out.
+    out_channels: C_out.
+    dtype: the compute dtype (the input's).
+    act: activation name.
+    record: receives ``"out_layer"``.
+
+  Returns:
+    (B, X, Y, T_out, C_out), with the class logits (B, num_classes) when ``params`` has ``cls_head``.
+  """
+  act_fn = get_activation(act)
+  b, lat = h.shape[0], h.shape[1]
+  nx = ny = lat * patch_size
+  if "cls_head" in params:
+    logits = cls_head(params["cls_head"], h, act_fn)
+  y = out_head(params["out_layer"], h, patch_size, act_fn)
+  record("out_layer", y)
+  y = y.reshape(b, nx, ny, out_timesteps, out_channels)
+  if stats is not None:
+    mu, sigma = stats
+    y = (y * sigma + mu).astype(dtype)
+  return (y, logits) if "cls_head" in params else y
+
+
 # ---------------------------------------------------------------- flax modules
 
 class DPOTBlock(nn.Module):
@@ -218,26 +391,18 @@ class DPOTBlock(nn.Module):
     check(self.mlp in MLPS, f"DPOTBlock.mlp={self.mlp!r}; allowed: {', '.join(map(repr, MLPS))}")
     act = get_activation(self.act)
     hidden = check_mlp_ratio("DPOTBlock.", self.width, self.mlp_ratio)
-    ones_zeros = lambda _key: {"scale": jnp.ones((self.width,)), "bias": jnp.zeros((self.width,))}
-    norm1 = self.param("norm1", ones_zeros)
-    norm2 = self.param("norm2", ones_zeros)
+    norm1 = self.param("norm1", init_norm, self.width)
+    norm2 = self.param("norm2", init_norm, self.width)
+    record = lambda name, value: self.sow("intermediates", name, value)
     if self.mlp == "dense":
-      mlp = self.param("mlp", lambda key: init_dense_layers(key, {
-          "fc1": ((self.width, hidden), self.width), "fc2": ((hidden, self.width), hidden)}))
-    mixed = AFNO2D(self.width, self.n_blocks, self.modes, act=self.act, name="filter")(
-        group_norm(h, norm1["scale"], norm1["bias"], GROUPS))
-    self.sow("intermediates", "filter_output", mixed)
-    z = group_norm(mixed, norm2["scale"], norm2["bias"], GROUPS)
-    if self.mlp == "dense":
-      out = h + dense(mlp["fc2"], act(dense(mlp["fc1"], z)))
+      mlp_params = self.param("mlp", init_block_mlp, self.width, hidden)
+      mlp = lambda z: dense_mlp(mlp_params, z, act)
     else:
-      b, nx, ny, d = z.shape
-      moe = SoftMoE(num_experts=self.num_experts, expert_hidden=hidden, capacity_factor=self.capacity_factor,
-                    num_slots=self.slots_per_expert or None, impl=self.moe_impl, name="mlp")
-      y, stats = moe(z.reshape(b, nx * ny, d))
-      self.sow("intermediates", "moe_expert_load", stats["expert_load"])
-      out = h + y.reshape(b, nx, ny, d)
-    self.sow("intermediates", "output", out)
+      mlp = lambda z: token_moe(SoftMoE(
+          num_experts=self.num_experts, expert_hidden=hidden, capacity_factor=self.capacity_factor,
+          num_slots=self.slots_per_expert or None, impl=self.moe_impl, name="mlp"), z, record)
+    mixer = AFNO2D(self.width, self.n_blocks, self.modes, act=self.act, name="filter")
+    out = dpot_block(h, norm1, norm2, mixer, mlp, record)
     return (out, None) if self.scan_carry else out
 
 
@@ -360,59 +525,24 @@ class DPOT(nn.Module):
   def __call__(self, x: Array) -> Array | tuple[Array, Array]:
     self.check_config()
     self.check_input(x)
-    act = get_activation(self.act)
-    b, nx, ny, t, c = x.shape
-    d, lat, p = self.embed_dim, self.latent_size, self.patch_size
-
-    patch_embed = self.param("patch_embed", lambda key: init_dense_layers(key, {
-        "proj1": ((p, p, c + 3, self.patch_hidden), (c + 3) * p * p),
-        "proj2": ((self.patch_hidden, d), self.patch_hidden)}))
-    pos_embed = self.param("pos_embed", lambda key: 0.02 * jax.random.truncated_normal(
-        key, -2.0 / 0.02, 2.0 / 0.02, (lat, lat, d)))
-
-    def init_time_agg(key):
-      out = {"w": jax.random.normal(key, (t, d, d)) / (t * d ** 0.5)}
-      if self.time_agg == "exp_mlp":
-        out["gamma"] = jnp.asarray(2.0 ** torch_linspace(-10.0, 10.0, d).astype(np.float64), jnp.float32)
-      return out
-    time_agg = self.param("time_agg", init_time_agg)
-
-    dtype = x.dtype  # the compute dtype (bfloat16 under a bfloat16 train step); statistics in float32
+    c, d, p = x.shape[-1], self.embed_dim, self.patch_size
+    params = {"patch_embed": self.param("patch_embed", init_patch_embed, p, c, self.patch_hidden, d),
+              "pos_embed": self.param("pos_embed", init_pos_embed, self.latent_size, d),
+              "time_agg": self.param("time_agg", init_time_agg, x.shape[3], d, self.time_agg)}
     if self.normalize:
-      mu, sigma = instance_stats(x)
-      x = ((x - mu) / sigma).astype(dtype)
-      stats = jnp.concatenate([mu, sigma], axis=-1).reshape(b, 2 * c).astype(dtype)
-      scale_mu = dense(self.param("scale_feats_mu", lambda key: init_dense(key, (2 * c, d), 2 * c)), stats)
-      scale_sigma = dense(self.param("scale_feats_sigma", lambda key: init_dense(key, (2 * c, d), 2 * c)), stats)
-
-    grid = jnp.asarray(grid_coordinates(nx, ny, t), x.dtype)
-    if self.fuse_embedding:
-      h = embed_fused(patch_embed, pos_embed, time_agg, x, grid, p, act)
-    else:
-      frames = jnp.concatenate([x, jnp.broadcast_to(grid, (b, nx, ny, t, 3))], axis=-1)
-      h, proj = embed_literal(patch_embed, pos_embed, time_agg, frames, p, act)
-      self.sow("intermediates", "patch_embed", proj.transpose(0, 3, 1, 2, 4).reshape(b * t, lat, lat, d))
-    self.sow("intermediates", "time_agg", h)
-    if self.normalize:
-      h = scale_sigma[:, None, None, :] * h + scale_mu[:, None, None, :]
-
+      params["scale_feats_mu"] = self.param("scale_feats_mu", init_scale_feats, c, d)
+      params["scale_feats_sigma"] = self.param("scale_feats_sigma", init_scale_feats, c, d)
+    record = lambda name, value: self.sow("intermediates", name, value)
+    h, stats = dpot_encode(params, x, patch_size=p, act=self.act, normalize=self.normalize,
+                           fuse_embedding=self.fuse_embedding, record=record)
     h = self._block_stack(h)
-
+    heads = {}
     if self.num_classes:
-      head = self.param("cls_head", lambda key: init_dense_layers(key, {
-          "fc1": ((d, d), d), "fc2": ((d, d), d), "fc3": ((d, self.num_classes), d)}))
-      logits = cls_head(head, h, act)
-
-    lo, c_out = self.out_layer_dim, self.out_channels * self.out_timesteps
-    out_params = self.param("out_layer", lambda key: init_dense_layers(key, {
-        # torch's ConvTranspose2d fan_in is weight.size(1) * p * p = out_layer_dim * p * p
-        "deconv": ((d, p, p, lo), lo * p * p), "fc1": ((lo, lo), lo), "fc2": ((lo, c_out), lo)}))
-    y = out_head(out_params, h, p, act)
-    self.sow("intermediates", "out_layer", y)
-    y = y.reshape(b, nx, ny, self.out_timesteps, self.out_channels)
-    if self.normalize:
-      y = (y * sigma + mu).astype(dtype)
-    return (y, logits) if self.num_classes else y
+      heads["cls_head"] = self.param("cls_head", init_cls_head, d, self.num_classes)
+    heads["out_layer"] = self.param("out_layer", init_out_layer, d, p, self.out_layer_dim,
+                                    self.out_channels * self.out_timesteps)
+    return dpot_decode(heads, h, stats, patch_size=p, out_timesteps=self.out_timesteps,
+                       out_channels=self.out_channels, dtype=x.dtype, act=self.act, record=record)
 
 
 def count_params(params: Any) -> int:

@@ -14,6 +14,8 @@ Notation (einsums): b batch, x/y kept modes, i/o channels in/out.
 
 from __future__ import annotations
 
+from typing import Any
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -50,8 +52,71 @@ def spectral_conv2d(v: Array, w_pos: Array, w_neg: Array) -> Array:
   return jnp.fft.irfft2(out, s=(nx, ny), axes=(1, 2)).astype(v.dtype)
 
 
+def init_lift(key: Array, n_in: int, width: int) -> dict[str, Array]:
+  """The pointwise lift ``{"kernel": (n_in, width), "bias"}``, PyTorch's default initialisation."""
+  return init_dense_layers(key, {"fc0": ((n_in, width), n_in)})["fc0"]
+
+
+def init_project(key: Array, width: int, projection_dim: int, n_out: int) -> dict[str, dict[str, Array]]:
+  """The projection ``{"fc1": width -> projection_dim, "fc2": projection_dim -> n_out}``."""
+  return init_dense_layers(key, {"fc1": ((width, projection_dim), width), "fc2": ((projection_dim, n_out), projection_dim)})
+
+
+def init_spectral(key: Array, modes: int, width: int) -> dict[str, Array]:
+  """``{"w_pos", "w_neg"}`` (2, modes, modes, width, width): the reference init scale * U[0, 1) for real and
+  imaginary parts, scale = 1 / width^2."""
+  scale = 1.0 / (width * width)
+  return {name: scale * jax.random.uniform(jax.random.fold_in(key, j), (2, modes, modes, width, width))
+          for j, name in enumerate(("w_pos", "w_neg"))}
+
+
+def init_pointwise(key: Array, width: int) -> dict[str, Array]:
+  """The Fourier layer's pointwise ``W v`` (a 1x1 convolution width -> width)."""
+  return init_dense_layers(key, {"w": ((width, width), width)})["w"]
+
+
+def fno2d(params: dict, x: Array, *, n_layers: int, out_timesteps: int, out_channels: int,
+          act: str = "gelu") -> Array:
+  """The FNO-2D forward pass (Li et al., Sec. 5.3) on parameters ``lift``, ``spectral_{i}``, ``pointwise_{i}``, ``project``.
+
+  Args:
+    params: the :class:`FNO2d` parameter tree.
+    x: (B, X, Y, T_in, C_in).
+    n_layers: Fourier layers (``spectral_0`` ... ``spectral_{n_layers-1}``).
+    out_timesteps: T_out.
+    out_channels: C_out.
+    act: activation name (``jaxlab.pde.layers.ACTIVATIONS``).
+
+  Returns:
+    (B, X, Y, T_out, C_out).
+  """
+  act_fn = get_activation(act)
+  b, nx, ny, t, c = x.shape
+  grid = jnp.asarray(grid_coordinates(nx, ny, 1)[:, :, 0, :2], x.dtype)
+  v = jnp.concatenate([x.reshape(b, nx, ny, t * c), jnp.broadcast_to(grid, (b, nx, ny, 2))], axis=-1)
+  v = dense(params["lift"], v)
+  for i in range(n_layers):
+    spectral = params[f"spectral_{i}"]
+    v = spectral_conv2d(v, spectral["w_pos"], spectral["w_neg"]) + dense(params[f"pointwise_{i}"], v)
+    if i < n_layers - 1:
+      v = act_fn(v)
+  project = params["project"]
+  y = dense(project["fc2"], act_fn(dense(project["fc1"], v)))
+  return y.reshape(b, nx, ny, out_timesteps, out_channels)
+
+
+def check_fno_input(model: Any, x: Array) -> None:
+  """InputError for an input (B, X, Y, T, C) that ``model`` (an FNO2d's settings) cannot take."""
+  check(x.ndim == 5, f"FNO2d input must be (B, X, Y, T, C); got shape {tuple(x.shape)}")
+  _, nx, ny, t, c = x.shape
+  check(c == model.in_channels, f"input has {c} channels; the model has in_channels={model.in_channels}")
+  check(t == model.in_timesteps, f"input has T={t} time steps; the model has in_timesteps={model.in_timesteps}")
+  check(2 * model.modes <= nx and model.modes <= ny // 2 + 1,
+        f"modes={model.modes} needs X >= 2*modes and Y//2+1 >= modes; got X={nx}, Y={ny}")
+
+
 class FNO2d(nn.Module):
-  """FNO-2D: (B, X, Y, T_in, C_in) -> (B, X, Y, T_out, C_out)."""
+  """FNO-2D: (B, X, Y, T_in, C_in) -> (B, X, Y, T_out, C_out) (``fno2d`` on this module's parameters)."""
   modes: int = 12
   width: int = 20
   in_channels: int = 1
@@ -74,30 +139,14 @@ class FNO2d(nn.Module):
   @nn.compact
   def __call__(self, x: Array) -> Array:
     self.check_config()
-    check(x.ndim == 5, f"FNO2d input must be (B, X, Y, T, C); got shape {tuple(x.shape)}")
-    b, nx, ny, t, c = x.shape
-    check(c == self.in_channels, f"input has {c} channels; the model has in_channels={self.in_channels}")
-    check(t == self.in_timesteps, f"input has T={t} time steps; the model has in_timesteps={self.in_timesteps}")
-    check(2 * self.modes <= nx and self.modes <= ny // 2 + 1,
-          f"modes={self.modes} needs X >= 2*modes and Y//2+1 >= modes; got X={nx}, Y={ny}")
-    act = get_activation(self.act)
+    check_fno_input(self, x)
+    t, c = x.shape[3:]
     width, m = self.width, self.modes
-    n_in, n_out = t * c + 2, self.out_channels * self.out_timesteps
-
-    grid = jnp.asarray(grid_coordinates(nx, ny, 1)[:, :, 0, :2], x.dtype)
-    v = jnp.concatenate([x.reshape(b, nx, ny, t * c), jnp.broadcast_to(grid, (b, nx, ny, 2))], axis=-1)
-    lift = self.param("lift", lambda key: init_dense_layers(key, {"fc0": ((n_in, width), n_in)})["fc0"])
-    project = self.param("project", lambda key: init_dense_layers(key, {
-        "fc1": ((width, self.projection_dim), width), "fc2": ((self.projection_dim, n_out), self.projection_dim)}))
-    v = dense(lift, v)
-    scale = 1.0 / (width * width)   # the reference init: scale * U[0, 1) for real and imaginary parts
+    params = {"lift": self.param("lift", init_lift, t * c + 2, width),
+              "project": self.param("project", init_project, width, self.projection_dim,
+                                    self.out_channels * self.out_timesteps)}
     for i in range(self.n_layers):
-      spectral = self.param(f"spectral_{i}", lambda key: {
-          name: scale * jax.random.uniform(jax.random.fold_in(key, j), (2, m, m, width, width))
-          for j, name in enumerate(("w_pos", "w_neg"))})
-      pointwise = self.param(f"pointwise_{i}", lambda key: init_dense_layers(key, {"w": ((width, width), width)})["w"])
-      v = spectral_conv2d(v, spectral["w_pos"], spectral["w_neg"]) + dense(pointwise, v)
-      if i < self.n_layers - 1:
-        v = act(v)
-    y = dense(project["fc2"], act(dense(project["fc1"], v)))
-    return y.reshape(b, nx, ny, self.out_timesteps, self.out_channels)
+      params[f"spectral_{i}"] = self.param(f"spectral_{i}", init_spectral, m, width)
+      params[f"pointwise_{i}"] = self.param(f"pointwise_{i}", init_pointwise, width)
+    return fno2d(params, x, n_layers=self.n_layers, out_timesteps=self.out_timesteps,
+                 out_channels=self.out_channels, act=self.act)

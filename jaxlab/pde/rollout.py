@@ -77,3 +77,31 @@ def rollout_l2re(apply: Callable[..., Any], params: Any, evals: dict[str, dict[s
     out[f"l2re_1step/{name}"] = relative_l2_loss(pred[..., :1, :], y[..., :1, :], mask) / n
     out[f"l2re_rollout/{name}"] = relative_l2_loss(pred, y, mask) / n
   return out
+
+
+def operator_fns(apply: Callable[..., Any], t_out: int, pad_value: float, evals: dict[str, dict[str, np.ndarray]]
+                 ) -> dict[str, Callable[..., Any]]:
+  """The inference functions of a trained operator model, each ``fn(params, ...)``, pure and jit-able.
+
+  Args:
+    apply: ``model.apply`` (DPOT or FNO-2D; a DPOT with a class head returns ``(frames, logits)``).
+    t_out: frames the model predicts per step.
+    pad_value: the value of padded channels (``data.channel_padding``).
+    evals: the default test data of ``l2re`` (per data set ``x``, ``y``, ``channel_mask``, ``score_mask``).
+
+  Returns:
+    ``predict(params, x)``: the next ``t_out`` frames ``(n, X, Y, t_out, C)`` from ``t_in`` frames;
+    ``rollout(params, x0, steps, channel_mask=None)``: :func:`rollout` (``steps`` static);
+    ``l2re(params, test=None)``: :func:`rollout_l2re` on ``test`` (default: ``evals``).
+  """
+  def predict(params: Any, x: jax.Array) -> jax.Array:
+    out = apply({"params": params}, x)
+    return out[0] if isinstance(out, tuple) else out  # DPOT with a classifier head: (frames, logits)
+
+  def run_rollout(params: Any, x0: jax.Array, steps: int, channel_mask: jax.Array | None = None) -> jax.Array:
+    return rollout(apply, params, x0, steps, t_out, channel_mask, pad_value)
+
+  def l2re(params: Any, test: dict[str, dict[str, np.ndarray]] | None = None) -> dict[str, jax.Array]:
+    return rollout_l2re(apply, params, evals if test is None else test, t_out, pad_value)
+
+  return {"predict": predict, "rollout": run_rollout, "l2re": l2re}

@@ -5,9 +5,10 @@ jitted DQN pieces (``td_loss``, ``epsilon_greedy``, ``linear_epsilon``, ``period
 distributional target and n-step returns (``c51_target``, ``c51_loss``, ``n_step_returns``), gymnax
 environments (``make_env``: MinAtar as Dopamine runs it, any gymnax id, or your own in ``ENVS``) and
 replay (``make_replay``, flashbax), Atari 2600 games
-(``make_atari``, envpool) and their frame-stacking replay (``make_frame_replay``). Environments
+(``make_atari``, envpool or ale-py: ``ATARI_BACKENDS``) and their frame-stacking replay (``make_frame_replay``). Environments
 and replays need the ``rl`` / ``atari`` extras (``pip install jaxlab[rl,atari]``) and are
-imported on first use, so the networks and the loss work without them.
+imported on first use, so the networks and the loss work without them. Flax NNX modules of the
+Q-network and its parts, same names and parameter layout, are in ``jaxlab.rl.nnx`` (imported on first use).
 """
 
 import importlib as _importlib
@@ -19,22 +20,26 @@ from jaxlab.rl.impala_encoder import ImpalaEncoder
 from jaxlab.rl.networks import HEADS, QNetwork, count_params, param_count
 from jaxlab.rl.rainbow_layers import NoisyDense, RainbowHead, dueling_logits
 
-# name -> submodule; these import gymnax / flashbax / envpool (the rl / atari extras), so only when first used.
+# name -> submodule; these import gymnax / flashbax / envpool / ale-py (the rl / atari extras), so only when first used.
 _LAZY = {"ENV_IDS": "envs", "ENVS": "envs", "GymnaxEnv": "envs", "MinAtarEnv": "envs", "VecEnvState": "envs", "make_env": "envs",
          "TimeStep": "replay", "Transition": "replay", "TransitionReplay": "replay", "make_replay": "replay",
          "n_step_transitions": "replay",
-         "AtariEnv": "atari", "AtariStep": "atari", "available_games": "atari", "make_atari": "atari",
+         "ATARI_BACKENDS": "atari", "AtariEnv": "atari", "AtariStep": "atari", "available_games": "atari",
+         "make_atari": "atari",
          "FrameReplay": "replay_frames", "FrameStep": "replay_frames", "StackedTransition": "replay_frames",
          "make_frame_replay": "replay_frames"}
+_SUBMODULES = ("nnx",)  # flax.nnx only for who uses it
 
 __all__ = ["HEADS", "ImpalaEncoder", "NoisyDense", "QNetwork", "RainbowHead", "c51_loss", "c51_support",
            "c51_target", "count_params", "dueling_logits", "epsilon_greedy", "expected_q", "linear_epsilon", "n_step_returns",
-           "param_count", "periodic_sync", "project_distribution", "td_loss", *sorted(_LAZY)]
+           "param_count", "periodic_sync", "project_distribution", "td_loss", *sorted(_LAZY), *_SUBMODULES]
 
 
 def __getattr__(name: str) -> object:
   if name in _LAZY:
     return getattr(_importlib.import_module(f"jaxlab.rl.{_LAZY[name]}"), name)
+  if name in _SUBMODULES:
+    return _importlib.import_module(f"jaxlab.rl.{name}")
   raise AttributeError(f"module 'jaxlab.rl' has no attribute {name!r}")
 
 

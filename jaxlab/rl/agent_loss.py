@@ -4,10 +4,14 @@ Hessel et al., "Rainbow", AAAI 2018, as Dopamine's ``JaxFullRainbowAgent`` train
 (dopamine/jax/agents/full_rainbow/full_rainbow_agent.py @ 5873f54): a noisy network gets a fresh
 noise key per acting step and, in the loss, one key for the online pass at ``s`` and another for
 the passes at ``s'`` (the target network and the Double-DQN selector, ``target_output``); C51
-heads are read through their support; n-step batches are discounted by ``gamma ** n``. Evaluation
-and inference use the noisy layers' means (Dopamine's ``eval_mode``). The tasks
-(``jaxlab.tasks.dqn_minatar``, ``jaxlab.tasks.dqn_atari``) differ only in how observations reach
-the network (``prepare``).
+heads are read through their support; n-step batches are discounted by ``gamma ** n``. With
+``QNetwork(noise_per_row=True)`` the online pass and acting draw noise per batch row (per
+environment), as Dopamine's MoE agents and its Atari 100k agent do (``jax.vmap`` of the network
+over rows with a key each; the passes at ``s'`` keep one key for the batch, as
+``target_output`` does). Evaluation is Dopamine's ``eval_mode`` (the noisy head and hidden layer
+at their means, noisy experts still noisy); the inference functions use every noisy layer's
+means. The tasks (``jaxlab.tasks.dqn_minatar``, ``jaxlab.tasks.dqn_atari``) differ only in how
+observations reach the network (``prepare``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxlab.rl import diagnostics, distributional, dqn
-from jaxlab.rl.networks import QNetwork
+from jaxlab.rl.networks import ACTIVATIONS, QNetwork
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,31 +42,62 @@ class AgentNetwork:
 
   @property
   def eval_net(self) -> QNetwork:
-    """The network without noise, which uses the noisy layers' means (the same parameters)."""
-    return self.net.clone(deterministic=True) if self.net.noisy else self.net
+    """Dopamine's ``eval_mode``: the noisy head and hidden layer use their means (the same
+    parameters); noisy experts still draw noise, as Dopamine's never see ``eval_mode``."""
+    return self.net.clone(deterministic=True) if self.net.has_noisy_layers else self.net
 
-  def q_fn(self, params: Any, obs: jax.Array, noise: jax.Array | None = None) -> tuple[jax.Array, dict]:
-    """The network's output (Q-values, or C51 logits) and stats; ``noise``: a noisy head's key.
+  @property
+  def mean_net(self) -> QNetwork:
+    """The network with every noisy layer at its means, noisy experts included, so that it needs no key."""
+    return self.net.clone(deterministic=True, expert_means=True) if self.net.has_noisy_layers else self.net
+
+  def _apply(self, module: QNetwork, params: Any, obs: jax.Array, noise: jax.Array | None,
+             per_row: bool) -> tuple[jax.Array, dict]:
+    x = self.prepare(params, obs)
+    if noise is None or not module.draws_noise:
+      return module.apply({"params": params}, x)
+    if not per_row:
+      return module.apply({"params": params}, x, rngs={"noise": noise})
+    # Dopamine's per-row noise: each row a batch of one with its own key (full_rainbow_moe_agent.py:85-86)
+    one = lambda xi, k: module.apply({"params": params}, xi[None], rngs={"noise": k})  # noqa: E731
+    out, stats = jax.vmap(one)(x, jax.random.split(noise, x.shape[0]))
+    return out[:, 0], per_row_stats(stats)
+
+  def q_fn(self, params: Any, obs: jax.Array, noise: jax.Array | None = None, *,
+           per_row: bool | None = None) -> tuple[jax.Array, dict]:
+    """The network's output (Q-values, or C51 logits) and stats in training mode.
 
     Args:
       params: the network's params.
       obs: a batch of observations.
-      noise: a key for the noisy layers; None (or a network without them): their means.
+      noise: a key for the noisy layers; None (or a network without them): every noisy layer's means.
+      per_row: one noise draw per row (None: the network's ``noise_per_row``); False: one for the batch.
 
     Returns:
       ``(output, stats)``.
     """
-    module, rngs = (self.net, {"noise": noise}) if self.net.noisy and noise is not None else (self.eval_net, None)
-    return module.apply({"params": params}, self.prepare(params, obs), rngs=rngs)
+    if noise is None:
+      return self._apply(self.mean_net, params, obs, None, False)
+    return self._apply(self.net, params, obs, noise, self.net.noise_per_row if per_row is None else per_row)
 
   def q_values(self, params: Any, obs: jax.Array, noise: jax.Array | None = None) -> tuple[jax.Array, dict]:
     """Q-values ``[N, actions]`` (expected values under C51) and stats, noise-free without a key."""
     out, stats = self.q_fn(params, obs, noise)
-    return (out if self.support is None else distributional.expected_q(out, self.support)), stats
+    return self._expected(out), stats
+
+  def eval_q_values(self, params: Any, obs: jax.Array, noise: jax.Array) -> jax.Array:
+    """Q-values ``[N, actions]`` of Dopamine's evaluation (``eval_mode``, :attr:`eval_net`): ``noise``
+    reaches only noisy experts (per row with ``noise_per_row``, as Dopamine's Atari 100k agent draws a
+    key per environment, atari_100k_rainbow_agent.py:62-69); without them it is unused."""
+    out, _ = self._apply(self.eval_net, params, obs, noise, self.net.noise_per_row)
+    return self._expected(out)
+
+  def _expected(self, out: jax.Array) -> jax.Array:
+    return out if self.support is None else distributional.expected_q(out, self.support)
 
   def acting_q_values(self, params: Any, obs: jax.Array, rng: jax.Array) -> tuple[jax.Array, dict, jax.Array]:
     """Q-values to act on: a noisy network draws its noise from ``rng`` (Dopamine: one sample per
-    ``select_action``).
+    ``select_action``; per environment with ``noise_per_row``).
 
     Args:
       params: the network's params.
@@ -74,7 +109,7 @@ class AgentNetwork:
       scored on the replay batch, in the loss); the key left for epsilon-greedy (``rng`` itself
       without noise).
     """
-    if self.net.noisy:
+    if self.net.draws_noise:
       rng, k_noise = jax.random.split(rng)
       q, stats = self.q_values(params, obs, k_noise)
     else:
@@ -83,7 +118,14 @@ class AgentNetwork:
 
   def init(self, rng: jax.Array, example: jax.Array) -> Any:
     """The network's params for observations like ``example`` (no noise needed)."""
-    return self.eval_net.init(rng, example)["params"]
+    return self.mean_net.init(rng, example)["params"]
+
+
+def per_row_stats(stats: dict) -> dict:
+  """Stats of a network vmapped over rows (batches of one) as one batched call reports them: the
+  activations ``[B, 1, ...]`` -> ``[B, ...]``, every other entry (a per-call mean) averaged over rows."""
+  return {k: (v.reshape(v.shape[0] * v.shape[1], *v.shape[2:]) if k.startswith(ACTIVATIONS) else jnp.mean(v, axis=0))
+          for k, v in stats.items()}
 
 
 def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn: bool, loss: str,
@@ -111,10 +153,10 @@ def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn:
 
   def loss_fn(params, batch, rng, target_params):
     online_fn = target_fn = agent.q_fn
-    if agent.net.noisy:  # Dopamine's full Rainbow: one key for the online pass at s, another for s' (target, selector)
+    if agent.net.draws_noise:  # Dopamine's Rainbow: a key for the online pass at s, another for s' (target, selector)
       k_online, k_target = jax.random.split(rng)
-      online_fn = lambda p, obs: agent.q_fn(p, obs, k_online)
-      target_fn = lambda p, obs: agent.q_fn(p, obs, k_target)
+      online_fn = lambda p, obs: agent.q_fn(p, obs, k_online)  # per row with noise_per_row
+      target_fn = lambda p, obs: agent.q_fn(p, obs, k_target, per_row=False)  # one key: target_output's
     value, metrics = dqn.td_loss(strip(online_fn), params, target_params, batch, gamma=gamma ** horizon,
                                  double_dqn=double_dqn, loss=loss, aux_weights=aux_weights, log_routing=log_routing,
                                  support=agent.support, target_q_fn=strip(target_fn), per_sample=per_sample)

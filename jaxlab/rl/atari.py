@@ -1,4 +1,4 @@
-"""Atari 2600 games through envpool, preprocessed as Dopamine does, stepped from inside jit.
+"""Atari 2600 games through envpool (or ale-py), preprocessed as Dopamine does, stepped from inside jit.
 
 The Soft-MoE paper's domain (Obando-Ceron et al., ICML 2024) with Dopamine's Atari setup
 (Machado et al., JAIR 2018), given to envpool's C++ pool (its ``envpool_assets`` package ships
@@ -30,11 +30,19 @@ the ROMs). Each envpool option beside Dopamine's code (google/dopamine @ 5873f54
   (``max_num_frames_per_episode=100_000``, atari_lib.py:134), reported as game over, hence
   terminal (atari_lib.py:311-312); the ``dqn_atari`` task does the same by default.
 
-Stepping: envpool's pools are host objects. ``step_via="xla"`` calls envpool's XLA FFI targets
-(``pool.xla()``: send + receive as two custom calls) inside the jitted program; XLA's SPMD
-partitioner refuses a side-effecting custom call without a sharding, so this needs a program on
-one device. ``step_via="callback"`` calls the pool's Python ``step`` through ``jax.experimental.
-io_callback``, which JAX runs on one device of any mesh. Both give the same numbers (tested).
+Backends (``make_atari(backend=...)``, the config's ``env.backend``; :data:`ATARI_BACKENDS`):
+``"envpool"`` (the default, above) or ``"ale_py"``, ale-py's vector environment with the same
+preprocessing and no frame at reset (:mod:`jaxlab.rl.atari_ale`; its ROMs come in a 3 MB wheel,
+envpool's in 61 MB plus MuJoCo assets). Both give pools with the interface used here: ``reset()``,
+``step(actions)`` (observations ``[N, 1, 84, 84]``, rewards, terminated, truncated, info with
+``"env_id"`` and ``"lives"``), ``xla()`` and ``action_space.n``.
+
+Stepping: the pools are host objects. ``step_via="xla"`` calls the backend's XLA FFI targets
+(``pool.xla()``: envpool's send + receive as two custom calls, ale-py's one) inside the jitted
+program; XLA's SPMD partitioner refuses a side-effecting custom call without a sharding, so this
+needs a program on one device. ``step_via="callback"`` calls the pool's Python ``step`` through
+``jax.experimental.io_callback``, which JAX runs on one device of any mesh. Both give the same
+numbers (tested).
 
 Vmapped runs: one pool holds ``len(seeds) x num_envs`` environments; :meth:`AtariEnv.step` and
 :meth:`AtariEnv.first_frames` are ``custom_vmap`` functions whose batching rule steps the whole
@@ -53,7 +61,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxlab.errors import InputError, check, check_bool, check_range, is_int
+from jaxlab.errors import InputError, check, check_bool, check_choice, check_range, is_int
+from jaxlab.registry import Registry
 
 FRAME_SHAPE = (84, 84)
 STACK_SIZE = 4                    # Dopamine's NATURE_DQN_STACK_SIZE
@@ -66,32 +75,77 @@ _FIXED_OPTIONS = dict(img_height=FRAME_SHAPE[0], img_width=FRAME_SHAPE[1], gray_
                       use_fire_reset=False, noop_max=1, use_inter_area_resize=True)
 
 
-def available_games() -> list[str]:
-  """Atari games this envpool install has ROMs for, as Dopamine names them ("Pong", "SpaceInvaders")."""
-  from envpool.registration import registry
-  return sorted(task[:-3] for task, (module, _, _) in registry.specs.items()
-                if module == "envpool.atari" and task.endswith("-v5"))
+class EnvpoolBackend:
+  """envpool 1.2.5 (its ``envpool_assets`` package ships the ROMs): the ``"envpool"`` backend."""
+
+  name = "envpool"
+  reinstall = "reinstall envpool / envpool_assets"
+
+  def games(self) -> list[str]:
+    """The games this envpool install has, as Dopamine names them ("Pong", "SpaceInvaders")."""
+    from envpool.registration import registry
+    return sorted(task[:-3] for task, (module, _, _) in registry.specs.items()
+                  if module == "envpool.atari" and task.endswith("-v5"))
+
+  def rom_path(self, game: str) -> str:
+    """Where envpool looks for ``game``'s ROM (the file need not exist)."""
+    from envpool.registration import registry
+    _, _, kwargs = registry.specs[f"{game}-v5"]
+    return os.path.join(kwargs["base_path"], "atari", "roms", f"{kwargs['task']}.bin")
+
+  def open(self, game: str, *, seeds: Sequence[int], frame_skip: int, sticky_action_prob: float,
+           max_episode_steps: int, full_action_space: bool, num_threads: int) -> Any:
+    """An envpool pool of ``len(seeds)`` environments (environment ``i`` seeded ``seeds[i]``), not yet reset."""
+    import envpool
+    return envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=len(seeds), batch_size=len(seeds),
+                        seed=list(seeds), num_threads=num_threads, frame_skip=frame_skip,
+                        repeat_action_probability=float(sticky_action_prob), max_episode_steps=max_episode_steps,
+                        full_action_space=full_action_space, **_FIXED_OPTIONS)
 
 
-def rom_path(game: str) -> str:
-  """Where envpool looks for ``game``'s ROM (the file need not exist)."""
-  from envpool.registration import registry
-  _, _, kwargs = registry.specs[f"{game}-v5"]
-  return os.path.join(kwargs["base_path"], "atari", "roms", f"{kwargs['task']}.bin")
+#: The emulator backends by name (``make_atari(backend=...)``, ``env.backend``): classes whose
+#: instances list the games (``games()``), find a ROM (``rom_path(game)``) and open a pool
+#: (``open(game, seeds=..., ...)``, see :class:`jaxlab.rl.atari.EnvpoolBackend`). "ale_py" is
+#: :class:`jaxlab.rl.atari_ale.AleBackend`, imported on first use.
+ATARI_BACKENDS: Registry = Registry("Atari backend")
+ATARI_BACKENDS.register("envpool")(EnvpoolBackend)
+ATARI_BACKENDS.register_lazy("ale_py", "jaxlab.rl.atari_ale:AleBackend")
 
 
-def check_game(name: Any, key: str = "name") -> None:
-  """InputError unless envpool has the game ``name`` and its ROM; ``key`` names the setting."""
-  games = available_games()
+def get_backend(name: Any = "envpool", key: str = "backend") -> Any:
+  """The backend ``name`` (an instance of its :data:`ATARI_BACKENDS` class); ``key`` names the setting.
+
+  Raises:
+    InputError: an unknown name, or a backend whose package is not installed (one line naming it).
+  """
+  check_choice(name, key, tuple(ATARI_BACKENDS.names()))
+  return ATARI_BACKENDS.get(name)()
+
+
+def available_games(backend: str = "envpool") -> list[str]:
+  """Atari games the backend has ROMs for, as Dopamine names them ("Pong", "SpaceInvaders")."""
+  return get_backend(backend).games()
+
+
+def rom_path(game: str, backend: str = "envpool") -> str:
+  """Where the backend looks for ``game``'s ROM (the file need not exist)."""
+  return get_backend(backend).rom_path(game)
+
+
+def check_game(name: Any, key: str = "name", backend: str = "envpool") -> None:
+  """InputError unless the backend has the game ``name`` and its ROM; ``key`` names the setting."""
+  b = get_backend(backend)
+  games = b.games()
   if not isinstance(name, str) or name not in games:
     close = [g for g in games if isinstance(name, str) and g.lower() == name.lower().replace("_", "")]
     hint = f"did you mean {close[0]!r}? " if close else ""
-    raise InputError(f"unknown Atari game {name!r} ({key}); {hint}envpool has {len(games)}, e.g. "
-                     f"{', '.join(games[:12])}, ... (jaxlab.rl.atari.available_games())")
-  path = rom_path(name)
+    raise InputError(f"unknown Atari game {name!r} ({key}); {hint}{b.name} has {len(games)}, e.g. "
+                     f"{', '.join(games[:12])}, ... (jaxlab.rl.atari.available_games("
+                     f"{'' if b.name == 'envpool' else repr(b.name)}))")
+  path = b.rom_path(name)
   if not os.path.isfile(path):
-    raise InputError(f"no ROM for Atari game {name!r} ({key}) in envpool's assets: {path} is missing "
-                     "(reinstall envpool / envpool_assets)")
+    raise InputError(f"no ROM for Atari game {name!r} ({key}) in {b.name}'s assets: {path} is missing "
+                     f"({b.reinstall})")
 
 
 class AtariStep(NamedTuple):
@@ -101,15 +155,15 @@ class AtariStep(NamedTuple):
   reward: jax.Array      # float32 [N]: game score of the step's emulator frames (unclipped)
   terminated: jax.Array  # bool [N]: game over
   truncated: jax.Array   # bool [N]: the episode reached max_episode_steps
-  lives: jax.Array       # int32 [N]: the ALE's lives left after the step (envpool's info["lives"])
+  lives: jax.Array       # int32 [N]: the ALE's lives left after the step (the pool's info["lives"])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class AtariEnv:
-  """``len(seeds)`` runs x ``num_envs`` environments of one game in one envpool pool.
+  """``len(seeds)`` runs x ``num_envs`` environments of one game in one pool.
 
   Compared and hashed by identity (a pool is a live host object). Environments auto-reset as
-  envpool does (gymnasium's next-step mode): the step after a done step is a *reset step*, whose
+  envpool and ale-py do (gymnasium's next-step mode): the step after a done step is a *reset step*, whose
   action is ignored and whose frame is the next episode's first (reward 0, not done).
 
   Attributes:
@@ -117,10 +171,12 @@ class AtariEnv:
     num_envs: environments per run.
     seeds: one per run; environment ``i`` of run ``s`` is seeded ``(s * num_envs + i) mod 2**31``.
     num_actions: the minimal (or full) action set's size.
-    step_via: "xla" (envpool's FFI custom calls in the program) or "callback" (``io_callback``).
+    step_via: "xla" (the backend's FFI custom calls in the program) or "callback" (``io_callback``).
     epoch: a random nonzero id of this pool: states made with another pool (a checkpoint from an
       earlier process) are recognised by it and restart their episodes.
     initial: uint8 [runs * num_envs, 84, 84], the frames the pool was reset to when made.
+    pool: the backend's pool (a host object).
+    backend: the :data:`ATARI_BACKENDS` name that made the pool.
   """
 
   name: str
@@ -131,6 +187,7 @@ class AtariEnv:
   epoch: int
   initial: np.ndarray = dataclasses.field(repr=False)
   pool: Any = dataclasses.field(repr=False)
+  backend: str = "envpool"
 
   @property
   def num_runs(self) -> int:
@@ -191,7 +248,7 @@ class AtariEnv:
     (int [num_envs], in ``[0, num_actions)``; under vmap over the runs, [runs, num_envs]).
 
     The dtype and shape are checked at trace time, the values of concrete actions too; traced
-    values cannot be checked (envpool would index its action set with them), and the ``dqn_atari``
+    values cannot be checked (the pool would index its action set with them), and the ``dqn_atari``
     task makes them in range by construction.
     """
     if self.num_runs == 1 and not isinstance(actions, jax.core.Tracer):  # concrete: values can be checked
@@ -252,7 +309,7 @@ def step_shapes(n: int) -> AtariStep:
 
 
 def env_seeds(seeds: Sequence[int], num_envs: int) -> list[int]:
-  """envpool's per-environment seeds: run ``s``'s environment ``i`` gets ``(s * num_envs + i) mod 2**31``."""
+  """The pool's per-environment seeds: run ``s``'s environment ``i`` gets ``(s * num_envs + i) mod 2**31``."""
   return [(int(s) * num_envs + i) % 2**31 for s in seeds for i in range(num_envs)]
 
 
@@ -268,9 +325,9 @@ def push_frame(stack: jax.Array, frame: jax.Array, first: jax.Array) -> jax.Arra
 def make_atari(name: str, *, num_envs: int = 1, seeds: Sequence[int] = (0,),
                sticky_action_prob: float = STICKY_ACTION_PROB, frame_skip: int = FRAME_SKIP,
                max_episode_steps: int = DOPAMINE_EPISODE_STEPS, full_action_space: bool = False,
-               step_via: str = "xla", num_threads: int = 0,
+               step_via: str = "xla", num_threads: int = 0, backend: str = "envpool",
                names: dict[str, str] | None = None) -> AtariEnv:
-  """An envpool pool of ``len(seeds) x num_envs`` Atari environments with Dopamine's preprocessing.
+  """A pool of ``len(seeds) x num_envs`` Atari environments with Dopamine's preprocessing.
 
   The pool is reset here (host side); ``AtariEnv.initial`` holds the frames.
 
@@ -281,11 +338,12 @@ def make_atari(name: str, *, num_envs: int = 1, seeds: Sequence[int] = (0,),
     seeds: one seed per vmapped run (ints >= 0).
     sticky_action_prob: the ALE's ``repeat_action_probability`` (Dopamine: 0.25).
     frame_skip: emulator frames per agent step, max-pooling the last two (Dopamine: 4).
-    max_episode_steps: agent steps after which envpool truncates an episode (Dopamine's emulator
+    max_episode_steps: agent steps after which the pool truncates an episode (Dopamine's emulator
       ends it after 100,000 frames: 25,000 steps).
     full_action_space: all 18 actions instead of the game's minimal set (Dopamine: False).
     step_via: "xla" or "callback" (module docstring).
-    num_threads: envpool's worker threads (0: envpool's choice).
+    num_threads: the pool's worker threads (0: the backend's choice).
+    backend: "envpool" or "ale_py" (:data:`ATARI_BACKENDS`; the module docstring).
     names: what error messages call each argument (e.g. ``{"name": "env.name"}``).
 
   Returns:
@@ -300,9 +358,10 @@ def make_atari(name: str, *, num_envs: int = 1, seeds: Sequence[int] = (0,),
     (2, 84, 84)
   """
   n = {k: k for k in ("name", "num_envs", "seeds", "sticky_action_prob", "frame_skip", "max_episode_steps",
-                      "full_action_space", "step_via", "num_threads")}
+                      "full_action_space", "step_via", "num_threads", "backend")}
   n.update(names or {})
-  check_game(name, n["name"])
+  source = get_backend(backend, n["backend"])
+  check_game(name, n["name"], backend)
   for key, value, low in (("num_envs", num_envs, 1), ("frame_skip", frame_skip, 1),
                           ("max_episode_steps", max_episode_steps, 1), ("num_threads", num_threads, 0)):
     check(is_int(value) and low <= value < 2**31,
@@ -312,17 +371,15 @@ def make_atari(name: str, *, num_envs: int = 1, seeds: Sequence[int] = (0,),
         f"{n['seeds']}={seeds!r}; must be a non-empty sequence of ints >= 0 (one per run)")
   check_range(sticky_action_prob, n["sticky_action_prob"], 0, 1, meaning="Dopamine: 0.25", high_open=True)
   check_bool(full_action_space, n["full_action_space"])
-  check(step_via in STEP_VIA, f"{n['step_via']}={step_via!r}; choose one of {STEP_VIA}")
-  import envpool
+  check_choice(step_via, n["step_via"], STEP_VIA)
   total = len(seeds) * num_envs
-  pool = envpool.make(f"{name}-v5", env_type="gymnasium", num_envs=total, batch_size=total,
-                      seed=env_seeds(seeds, num_envs), num_threads=num_threads, frame_skip=frame_skip,
-                      repeat_action_probability=float(sticky_action_prob), max_episode_steps=max_episode_steps,
-                      full_action_space=full_action_space, **_FIXED_OPTIONS)
+  pool = source.open(name, seeds=env_seeds(seeds, num_envs), frame_skip=frame_skip,
+                     sticky_action_prob=float(sticky_action_prob), max_episode_steps=max_episode_steps,
+                     full_action_space=full_action_space, num_threads=num_threads)
   obs, info = pool.reset()
   if not np.array_equal(info["env_id"], np.arange(total)):  # sync mode answers in env_id order
-    raise RuntimeError(f"envpool answered environments {info['env_id']} in another order than 0..{total - 1}")
+    raise RuntimeError(f"{backend} answered environments {info['env_id']} in another order than 0..{total - 1}")
   epoch = int.from_bytes(os.urandom(4), "little") | 1  # nonzero: 0 marks a state made by no pool
   return AtariEnv(name=name, num_envs=num_envs, seeds=tuple(int(s) for s in seeds),
                   num_actions=int(pool.action_space.n), step_via=step_via, epoch=epoch,
-                  initial=np.ascontiguousarray(obs[:, 0]), pool=pool)
+                  initial=np.ascontiguousarray(obs[:, 0]), pool=pool, backend=backend)

@@ -10,30 +10,46 @@ undiscounted return over those episodes, ``Eval/AverageReturns``. Atari 100k pap
 number after the last iteration. (The classic ``Runner``, ``discrete_domains/run_experiment.py:
 548-570``, instead plays whole episodes until ``evaluation_steps`` steps have passed.)
 
-Here the environments are an envpool pool of their own (:func:`~jaxlab.rl.atari.make_atari`,
-``dqn.eval_episodes`` environments per run, never life-loss terminal, so returns are whole-game
-scores); each evaluation resets the pool on the host (an ``io_callback``: the pool is a host
-object) and steps it from inside the program until every environment has finished its first
-episode or the cap has passed. Not done: Dopamine's up to 30 random no-ops at each reset
-(``max_noops``, lines 204-212); envpool starts each episode after one NOOP frame.
+Here the environments are a pool of their own (:func:`~jaxlab.rl.atari.make_atari`, on the training
+pool's backend, ``dqn.eval_episodes`` environments per run); each evaluation resets the pool on the host (an
+``io_callback``: the pool is a host object) and steps it from inside the program until every
+environment has finished its first episode or the cap has passed. As the runner (through
+:func:`make_play`'s options, set by the ``dqn_atari`` task from its ``env.*`` keys):
+
+* ``max_noops``: each game starts after ``k`` NOOP agent steps, ``k`` uniform on ``0 .. max_noops - 1``
+  per environment (``jax.random.randint(rng, (), 0, max_noops)`` at each reset, lines 204-212;
+  ``max_noops = 30``, line 60); those steps are neither scored nor counted as the episode's;
+* ``terminal_on_life_loss``: a lost life (the lives the environment reports went down, the game
+  going on) zero-pads the frame stack, as the runner's ``reset_one`` does on a ``done`` that is
+  not a game over (lines 329-330); the score stays the whole game's (``cum_reward`` until
+  ``game_over``, lines 287-297).
+
+Any backend whose ``step`` reports :class:`~jaxlab.rl.atari.AtariStep` (frames, rewards, game ends and
+lives) serves: :func:`make_play` takes the evaluation pool's reset as an argument (default
+:func:`make_reset`, the pool's own, envpool's or ale-py's). The loop is :func:`jaxlab.rl.play.first_episodes`,
+the one both DQN tasks evaluate with.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
 from jaxlab import errors
 from jaxlab.errors import check
 from jaxlab.rl import dqn
 from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, push_frame
+from jaxlab.rl.play import first_episodes
 
 #: Dopamine's ``epsilon_eval`` (``JaxDQNAgent``'s default and ``DER.gin:18``).
 EVAL_EPSILON = 0.001
+#: The most evaluation games per run: each is an emulator of its own in the evaluation pool, a host object built
+#: with the task (about 1.2 MB each: an envpool Pong pool of 64 grew the process by 76 MB), so 10x Dopamine's 100
+#: keeps the pool near 1 GB per run; a million ended in ``std::bad_alloc`` instead of a message.
+MAX_EVAL_EPISODES = 1000
 #: Evaluation pools are seeded away from the training pool: run seed ``s`` evaluates with ``s + EVAL_SEED_OFFSET``.
 EVAL_SEED_OFFSET = 1_000_003
 
@@ -46,13 +62,13 @@ class EvalSettings(NamedTuple):
   epsilon: float  # exploration rate while evaluating (Dopamine: 0.001)
 
 
-def eval_settings(d: ml_collections.ConfigDict, max_episode_steps: int) -> EvalSettings:
+def eval_settings(d: Mapping[str, Any], max_episode_steps: int) -> EvalSettings:
   """The ``dqn.eval_episodes`` / ``dqn.eval_steps`` / ``dqn.eval_epsilon`` of a config, checked.
 
   Missing keys read as off (``eval_episodes`` 0), no cap (``eval_steps`` 0) and Dopamine's 0.001.
 
   Args:
-    d: the config's ``dqn`` node.
+    d: the config's ``dqn`` node, a plain mapping (a ConfigDict or a dict).
     max_episode_steps: ``env.max_episode_steps``, where envpool ends every episode: ``eval_steps``
       0 caps the evaluation there, so that every episode finishes.
 
@@ -64,7 +80,8 @@ def eval_settings(d: ml_collections.ConfigDict, max_episode_steps: int) -> EvalS
   """
   episodes = d.get("eval_episodes", 0)
   errors.check_int(episodes, "dqn.eval_episodes", 0, "evaluation environments per run, one whole game each "
-                   "(Dopamine's Atari 100k: 100); 0 = no evaluation")
+                   f"(Dopamine's Atari 100k: 100); 0 = no evaluation; at most {MAX_EVAL_EPISODES}, each an emulator "
+                   "of the evaluation pool", maximum=MAX_EVAL_EPISODES)
   cap = d.get("eval_steps", 0)
   errors.check_int(cap, "dqn.eval_steps", 0, "agent steps an evaluation may take; 0 = env.max_episode_steps, "
                    "where every episode has ended", maximum=2**31 - 1)
@@ -119,57 +136,76 @@ def make_reset(env: AtariEnv) -> Callable[[jax.Array], jax.Array]:
   return reset
 
 
-def make_play(env: AtariEnv, q_values: Callable[[Any, jax.Array], jax.Array], *, max_steps: int
-              ) -> Callable[..., dict[str, jax.Array]]:
+def make_play(env: AtariEnv, q_values: Callable[[Any, jax.Array, jax.Array], jax.Array], *, max_steps: int,
+              reset: Callable[[jax.Array], jax.Array] | None = None, terminal_on_life_loss: bool = False,
+              max_noops: int = 0) -> Callable[..., dict[str, jax.Array]]:
   """``play(params, rng, epsilon=EVAL_EPSILON, max_steps=max_steps)``: one whole game in each of ``env``'s environments.
 
-  Resets the pool (:func:`make_reset`), then acts epsilon-greedily on ``q_values(params, stack)``
-  until every environment has ended its first episode (game over, or envpool's
-  ``max_episode_steps``) or ``max_steps`` agent steps have passed. Pure and jit-able
-  (``max_steps`` static); vmapped over the pool's runs, one pool step serves them all.
+  Resets the pool (``reset``), takes each game's no-op start, then acts epsilon-greedily on
+  ``q_values(params, stack, key)`` until every environment has ended its first episode (game over,
+  or the backend's ``max_episode_steps``) or ``max_steps`` agent steps have passed. Pure and
+  jit-able (``max_steps`` static); vmapped over the pool's runs, one pool step serves them all.
 
   Args:
-    env: the evaluation pool (not the training pool: its episodes would be cut).
-    q_values: ``(params, uint8 [N, 84, 84, 4]) -> [N, actions]`` (a noisy network at its means).
+    env: the evaluation pool (not the training pool: its episodes would be cut); anything with
+      ``num_envs`` and ``step(actions) -> AtariStep``.
+    q_values: ``(params, uint8 [N, 84, 84, 4], key) -> [N, actions]``: Dopamine's ``eval_mode``
+      network; the key (a fresh one per step) is for noise it keeps there (noisy experts).
     max_steps: the default cap.
+    reset: ``token -> uint8 [N, 84, 84]``, resetting the pool (:func:`make_reset`'s contract); None:
+      :func:`make_reset` of ``env`` (its pool's ``reset()`` on the host, either backend).
+    terminal_on_life_loss: a lost life restarts the frame stack (zero-padded), the game going on.
+    max_noops: each game first takes ``k ~ U{0, ..., max_noops - 1}`` NOOP steps (action 0), unscored
+      (0: none). A game that ends inside them restarts (the backend's reset) and the count goes on.
 
   Returns:
-    ``play``, whose metrics are ``eval_return`` (mean whole-game score of the finished episodes,
-    one per environment; NaN if none finished), ``eval_episodes`` (how many finished),
-    ``eval_capped`` (1 if the cap cut an episode short; its partial score is not counted) and
-    ``eval_steps_run``.
+    ``play``, whose metrics are :func:`jaxlab.rl.play.first_episodes`'s: ``eval_return`` (mean whole-game
+    score of the finished episodes, one per environment; NaN if none finished), ``eval_episodes`` (how
+    many finished), ``eval_capped`` (1 if the cap cut an episode short; its partial score is not
+    counted) and ``eval_steps_run`` (loop steps, no-ops included).
   """
+  errors.check_bool(terminal_on_life_loss, "make_play terminal_on_life_loss")
+  errors.check_int(max_noops, "make_play max_noops", 0, "NOOP steps at a game's start are drawn from 0..max_noops-1")
   n = env.num_envs
-  reset = make_reset(env)
+  reset = make_reset(env) if reset is None else reset
   default_cap = max_steps
 
   def play(params: Any, rng: jax.Array, epsilon: float | jax.Array = EVAL_EPSILON,
            max_steps: int = default_cap) -> dict[str, jax.Array]:
-    check(errors.is_int(max_steps) and 1 <= max_steps < 2**31, f"play max_steps={max_steps!r}; must be an int "
-          "in [1, 2**31 - 1]")
+    errors.check_int(max_steps, "play max_steps", 1, maximum=2**31 - 1)
     frames = reset(jax.random.key_data(rng))  # the token varies over vmapped runs, as the key does
     stack = push_frame(jnp.zeros((n, *FRAME_SHAPE, STACK_SIZE), jnp.uint8), frames, jnp.ones((n,), jnp.bool_))
+    # keys apart from the per-step epsilon keys fold_in(rng, t), t < 2**31
+    noise_root, noop_key = jax.random.fold_in(rng, 2**31), jax.random.fold_in(rng, 2**31 + 1)
+    noops = noop_counts(noop_key, n, max_noops)
 
-    def unfinished(carry):
-      t, _, finished, _, _ = carry
-      return (t < max_steps) & ~jnp.all(finished)
-
-    def body(carry):
-      t, stack, finished, running, returns = carry
-      actions = dqn.epsilon_greedy(q_values(params, stack), jax.random.fold_in(rng, t), epsilon)
-      out = env.step(actions)
-      running = running + out.reward
-      done = out.terminated | out.truncated
-      returns = jnp.where(done & ~finished, running, returns)  # the first episode only
-      # a finished environment's next frames (envpool's reset step, a new episode) are never scored
-      return t + 1, push_frame(stack, out.frame, jnp.zeros((n,), jnp.bool_)), finished | done, running, returns
+    def step(state, t):
+      stack, running, noops, lives = state
+      in_noops = noops > 0
+      actions = dqn.epsilon_greedy(q_values(params, stack, jax.random.fold_in(noise_root, t)),
+                                   jax.random.fold_in(rng, t), epsilon)
+      out = env.step(jnp.where(in_noops, 0, actions).astype(jnp.int32))
+      game_end = out.terminated | out.truncated
+      scored = ~in_noops
+      running = running + jnp.where(scored, out.reward, 0.0)
+      # a finished environment's next frames (the backend's reset step, a new episode) are never scored
+      restart = in_noops  # the stack a game starts from holds only the frame after its no-ops
+      if terminal_on_life_loss:  # lives -1: not known yet (the first step after the reset)
+        restart = restart | ((lives >= 0) & (out.lives < lives) & ~game_end)
+      # a game that ends inside its no-ops gets one more (the backend's reset step, whose action is ignored)
+      noops = noops - (in_noops & ~game_end).astype(jnp.int32)
+      return (push_frame(stack, out.frame, restart), running, noops, out.lives), game_end & scored, running
 
     zeros = jnp.zeros((n,), jnp.float32)
-    init = (jnp.zeros((), jnp.int32), stack, jnp.zeros((n,), jnp.bool_), zeros, zeros)
-    steps, _, finished, _, returns = jax.lax.while_loop(unfinished, body, init)
-    count = jnp.sum(finished, dtype=jnp.int32)
-    mean = jnp.sum(jnp.where(finished, returns, 0.0)) / jnp.maximum(count, 1)
-    return {"eval_return": jnp.where(count > 0, mean, jnp.nan), "eval_episodes": count,
-            "eval_capped": (count < n).astype(jnp.int32), "eval_steps_run": steps}
+    return first_episodes(step, (stack, zeros, noops, jnp.full((n,), -1, jnp.int32)), n, max_steps)
 
   return play
+
+
+def noop_counts(key: jax.Array, n: int, max_noops: int) -> jax.Array:
+  """int32 [n]: each game's number of NOOP steps at its start, uniform on ``0 .. max_noops - 1`` (zeros
+  for ``max_noops`` 0), as Dopamine's ``DataEfficientAtariRunner._initialize_episode`` draws it
+  (``jax.random.randint(rng, (), 0, max_noops)``, atari_100k_runner.py:204-208 @ 5873f54)."""
+  if not max_noops:
+    return jnp.zeros((n,), jnp.int32)
+  return jax.random.randint(key, (n,), 0, max_noops, dtype=jnp.int32)

@@ -19,12 +19,12 @@ import numpy as np
 import optax
 
 from jaxlab import errors
+from jaxlab.contract import PER_SAMPLE
 from jaxlab.errors import check
+from jaxlab.registry import Registry
 from jaxlab.rl import distributional
-from jaxlab.train.step import PER_SAMPLE
 
 QFn = Callable[[Any, jax.Array], tuple[jax.Array, dict[str, jax.Array]]]  # (params, obs) -> (q, stats)
-LOSSES = ("huber", "mse")
 
 
 def linear_epsilon(frame: jax.Array, decay_frames: int, warmup_frames: int, end: float) -> jax.Array:
@@ -42,6 +42,20 @@ def linear_epsilon(frame: jax.Array, decay_frames: int, warmup_frames: int, end:
   errors.check_probability(end, "epsilon end")
   left = decay_frames + warmup_frames - frame.astype(jnp.float32)
   return end + jnp.clip((1.0 - end) * left / decay_frames, 0.0, 1.0 - end)
+
+
+def zero_epsilon(frame: jax.Array, decay_frames: int, warmup_frames: int, end: float) -> jax.Array:
+  """Dopamine's ``zero_epsilon`` (full_rainbow_agent.py:52-55 @ 5873f54): greedy from the first step, warm-up
+  included (noisy nets explore alone); the arguments of :func:`linear_epsilon`, unused."""
+  del decay_frames, warmup_frames, end
+  return jnp.zeros(jnp.shape(frame), jnp.float32)
+
+
+#: Exploration schedules by name (config ``dqn.epsilon_schedule``), each ``(frame, decay_frames,
+#: warmup_frames, end) -> epsilon``.
+EPSILON_SCHEDULES: Registry = Registry("epsilon schedule")
+EPSILON_SCHEDULES.register("linear")(linear_epsilon)
+EPSILON_SCHEDULES.register("zero")(zero_epsilon)
 
 
 def epsilon_greedy(q_values: jax.Array, rng: jax.Array, epsilon: jax.Array) -> jax.Array:
@@ -66,6 +80,19 @@ def squared_error(error: jax.Array) -> jax.Array:
   """Dopamine's ``mse_loss``: ``(target - prediction) ** 2``, not halved
   (dopamine/jax/losses.py:41-43 @ 5873f54)."""
   return jnp.square(error)
+
+
+def huber_error(error: jax.Array) -> jax.Array:
+  """Dopamine's ``huber_loss`` with :math:`\\delta = 1` (dopamine/jax/losses.py @ 5873f54; ``optax.huber_loss``)."""
+  return optax.huber_loss(error, delta=1.0)
+
+
+#: The TD losses by name (``td_loss``'s ``loss``, config ``dqn.loss``): TD errors -> per-transition losses.
+TD_LOSSES: Registry = Registry("TD loss")
+TD_LOSSES.register("mse")(squared_error)
+TD_LOSSES.register("huber")(huber_error)
+#: The TD loss names (``dqn.loss``), sorted.
+LOSSES = tuple(TD_LOSSES)
 
 
 def routing_metrics(stats: dict[str, jax.Array]) -> dict[str, jax.Array]:
@@ -151,7 +178,7 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   (dopamine/jax/agents/full_rainbow/full_rainbow_agent.py:172 @ 5873f54); ``q_mean`` and
   ``td_abs_error`` stay unweighted. ``per_sample=True`` adds the unweighted per-transition TD
   loss :math:`\ell_i` (float32 [B]; the cross-entropy under C51) to the metrics as
-  ``metrics[jaxlab.train.step.PER_SAMPLE] = {"td_loss": ...}``, which the train step hands to the
+  ``metrics[jaxlab.contract.PER_SAMPLE] = {"td_loss": ...}``, which the train step hands to the
   task's ``update_data`` instead of logging it: the new priorities
   :math:`\sqrt{\ell_i + 10^{-10}}` (Eq. 1 with :math:`\alpha = 0.5`; full_rainbow_agent.py:190-191,
   411-422).
@@ -162,7 +189,8 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   valid action), so the trainer's non-finite guard skips the step and counts it in
   ``nonfinite_skipped``. A Python-number ``gamma`` must be in [0, 1].
   """
-  check(loss in LOSSES, f"loss={loss!r}; choose one of {LOSSES}")
+  errors.check_choice(loss, "loss", LOSSES)
+  elementwise = TD_LOSSES.get(loss)
   if not isinstance(gamma, (jax.Array, np.ndarray)):  # an array may be traced: not checked
     errors.check_probability(gamma, "gamma", "the discount factor")
   errors.check_bool(double_dqn, "double_dqn")
@@ -195,7 +223,7 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   reward, discount = batch.reward.astype(jnp.float32), batch.discount.astype(jnp.float32)
   target = jax.lax.stop_gradient(reward + gamma * discount * next_value.astype(jnp.float32))
   error = q_taken - target
-  value = optax.huber_loss(error, delta=1.0) if loss == "huber" else squared_error(error)
+  value = elementwise(error)
   td = td_mean(value)
   metrics = {"td_loss": td, "q_mean": mean(q_taken), "td_abs_error": mean(jnp.abs(error))}
   if per_sample:
@@ -273,6 +301,28 @@ def _q_of_actions(q: jax.Array, action: Any) -> jax.Array:
   valid = (action >= 0) & (action < num_actions)
   taken = jnp.take_along_axis(q, jnp.clip(action, 0, num_actions - 1)[:, None], axis=1)[:, 0]
   return jnp.where(valid, taken, jnp.nan)
+
+
+def agent_step_sync(period: int, steps_per_update: int, offset: int = 0) -> Callable[[Any], Any]:
+  """``update_extra``: target params <- params after the update during which the agent-step count
+  ``offset + step * steps_per_update`` reaches a multiple of ``period`` agent steps.
+
+  Dopamine syncs when ``training_steps % target_update_period == 0``, checked at every agent step
+  once learning has begun (dqn_agent.py:564-601 @ 5873f54; rainbow_100k_moe_agent.py:225-234 for
+  DER); ``offset`` (the warm-up's agent steps) puts the syncs on those agent steps rather than on
+  multiples of the update count. With
+  ``offset`` 0 and ``steps_per_update`` dividing ``period`` this is :func:`periodic_sync` of
+  ``period // steps_per_update``.
+  """
+  errors.check_int(period, "target update period")
+  errors.check_int(steps_per_update, "agent steps per update")
+  errors.check_int(offset, "agent steps before the first update", 0)
+
+  def sync(state):
+    after = offset + state.step * steps_per_update
+    take = after // period > (after - steps_per_update) // period
+    return jax.tree.map(lambda t, p: jnp.where(take, p, t), state.extra, state.params)
+  return sync
 
 
 def periodic_sync(period: int) -> Callable[[Any], Any]:

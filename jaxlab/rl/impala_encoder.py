@@ -26,7 +26,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check, check_int
+from jaxlab.errors import check_choice, check_int
 from jaxlab.rl.networks_encoders import CONVS, PatchConv
 
 #: Channels of the three stacks (Dopamine's ``ImpalaEncoder.stack_sizes``).
@@ -80,7 +80,7 @@ class ImpalaEncoder(nn.Module):
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
-    check(self.conv in CONVS, f"ImpalaEncoder.conv={self.conv!r}; choose one of {CONVS}")
+    check_choice(self.conv, "ImpalaEncoder.conv", CONVS)
     check_int(self.nn_scale, "ImpalaEncoder.nn_scale", meaning="channel multiplier")
     check_int(self.num_blocks, "ImpalaEncoder.num_blocks", minimum=0)
     x = obs if jnp.issubdtype(obs.dtype, jnp.floating) else obs.astype(jnp.float32)

@@ -29,17 +29,20 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check, check_bool, check_int, check_range
+from jaxlab.errors import check, check_bool, check_choice, check_int, check_range
 from jaxlab.moe import modules as moe_modules
 from jaxlab.moe._soft_moe import check_impl
 from jaxlab.rl import networks_encoders as encoders
 from jaxlab.rl import networks_token_heads as token_heads
 from jaxlab.rl import networks_tokens as tokens
-from jaxlab.rl.rainbow_layers import RainbowHead
+from jaxlab.registry import Registry
+from jaxlab.rl.rainbow_layers import NoisyDense, RainbowHead, factorised_noise
 
-#: The value heads of :class:`QNetwork` (its ``head``): dense, Soft MoE, Top-1 MoE, none, or a tokenised
-#: layer without a router (``token_dense``, ``token_mlp``: :mod:`jaxlab.rl.networks_token_heads`).
-HEADS = ("dense", "softmoe", "top1", "none", "token_dense", "token_mlp")
+#: The value heads of :class:`QNetwork` by name (its ``head``): dense, Soft MoE, Top-1 MoE, none, or a
+#: tokenised layer without a router (``token_dense``, ``token_mlp``: :mod:`jaxlab.rl.networks_token_heads`).
+#: Each is ``(net, features, encoder, activations) -> (hidden [b, h], stats)``, called inside
+#: ``QNetwork.__call__`` (its layers are the network's submodules); it may add to ``activations``.
+HEADS: Registry = Registry("QNetwork head")
 #: Prefix of the stats entries that ``diagnostics=True`` adds (arrays with a batch axis, not routing statistics).
 ACTIVATIONS = "activations/"
 _INIT = nn.initializers.xavier_uniform()
@@ -92,7 +95,25 @@ class QNetwork(nn.Module):
       ``FullRainbowMoENetwork`` places them after its MoE layer.
     noisy: the Q head's layers are factorised noisy linear layers (Fortunato et al. 2018);
       every call then needs a ``"noise"`` RNG (``apply(..., rngs={"noise": key})``).
-    deterministic: noisy layers use their mean weights (Dopamine's ``eval_mode``): no RNG needed.
+    noisy_hidden: the dense head's hidden layer is a noisy linear layer too, as in Dopamine's
+      ``FullRainbowNetwork`` and ``FullRainbowMoENetwork``'s BASELINE, where ``noisy`` makes every
+      layer of ``feature_layer`` noisy (jax/networks.py:588-589, labs/moes/architectures/networks.py:
+      567, 583 @ 5873f54). The other heads have no such layer and ignore it.
+    noisy_experts: the Soft-MoE head's experts have a noisy first layer, one noise draw shared
+      by all experts and slots (Dopamine's ``ExpertModel(noisy=True)``, networks.py:46-49,
+      175-182; :func:`jaxlab.moe.experts.init_noisy_experts`). As in Dopamine, ``deterministic``
+      does not reach them (its ``eval_mode`` is never passed to the experts): they draw noise
+      whenever the network is called, evaluation included. ``head="top1"`` refuses it; heads
+      without experts ignore it.
+    noise_per_row: every batch row draws its own noise, as Dopamine's MoE agents apply the network
+      (``jax.vmap`` over rows, one key each: full_rainbow_moe_agent.py:85-86,
+      rainbow_100k_moe_agent.py:84-85). :class:`~jaxlab.rl.agent_loss.AgentNetwork` does the vmap;
+      here it makes the noisy layers compute in their factorised form (:class:`NoisyDense`), which
+      forms no weight matrix per row. Off: one draw per call for the whole batch.
+    deterministic: noisy layers use their mean weights (Dopamine's ``eval_mode``): no RNG needed
+      unless ``noisy_experts``.
+    expert_means: noisy experts use their means too (no RNG needed): the noise-free network of the
+      tasks' inference functions. Dopamine has no such mode.
     diagnostics: the stats also hold ``activations/encoder`` (the encoder's post-ReLU output),
       ``activations/penultimate`` (the post-ReLU hidden layer of the dense and token heads; the
       MoE heads' expert activations are not exposed) and ``activations/features`` (the Q head's
@@ -120,8 +141,24 @@ class QNetwork(nn.Module):
   num_atoms: int = 1
   dueling: bool = False
   noisy: bool = False
+  noisy_hidden: bool = False
+  noisy_experts: bool = False
+  noise_per_row: bool = False
   deterministic: bool = False
+  expert_means: bool = False
   diagnostics: bool = False
+
+  @property
+  def has_noisy_layers(self) -> bool:
+    """Whether the network has noisy layers (the head, the dense hidden layer, Soft-MoE experts)."""
+    return (self.noisy or (self.noisy_experts and self.head == "softmoe")
+            or (self.noisy_hidden and self.head == "dense"))
+
+  @property
+  def draws_noise(self) -> bool:
+    """Whether a call draws noise (and needs a ``"noise"`` RNG), given ``deterministic`` and ``expert_means``."""
+    head_noise = (self.noisy or (self.noisy_hidden and self.head == "dense")) and not self.deterministic
+    return head_noise or (self.noisy_experts and self.head == "softmoe" and not self.expert_means)
 
   def check_config(self) -> None:
     """InputError ``QNetwork.<attribute>=...`` for a setting that builds no network.
@@ -131,10 +168,9 @@ class QNetwork(nn.Module):
     chosen head does not use, and all are static, so this runs at trace time before any compile.
     """
     check_int(self.num_actions, "QNetwork.num_actions")
-    check(self.head in HEADS, f"QNetwork.head={self.head!r}; choose one of {HEADS}")
-    check(self.encoder in encoders.ENCODERS, f"QNetwork.encoder={self.encoder!r}; choose one of {encoders.ENCODERS}")
-    check(self.tokenizer in tokens.TOKENIZERS,
-          f"QNetwork.tokenizer={self.tokenizer!r}; choose one of {tokens.TOKENIZERS}")
+    check_choice(self.head, "QNetwork.head", tuple(HEADS))
+    check_choice(self.encoder, "QNetwork.encoder", encoders.ENCODERS)
+    check_choice(self.tokenizer, "QNetwork.tokenizer", tokens.TOKENIZERS)
     check_int(self.width, "QNetwork.width", meaning="hidden width of the dense head")
     check_int(self.width_multiplier, "QNetwork.width_multiplier", meaning="dense head width = width * multiplier")
     moe_modules.check_moe_settings("QNetwork", self.num_experts, self.expert_hidden, self.capacity_factor)
@@ -150,8 +186,14 @@ class QNetwork(nn.Module):
       w = getattr(self, name)
       check_range(w, f"QNetwork.{name}", 0)
     check_int(self.num_atoms, "QNetwork.num_atoms", meaning="1 = scalar Q-values, > 1 = C51 (Dopamine: 51)")
-    for name in ("dueling", "noisy", "deterministic", "diagnostics"):
+    for name in ("dueling", "noisy", "noisy_hidden", "noisy_experts", "noise_per_row", "deterministic",
+                 "expert_means", "diagnostics"):
       check_bool(getattr(self, name), f"QNetwork.{name}")
+    check(not (self.noisy_experts and self.head == "top1"),
+          "QNetwork.noisy_experts=True with head='top1': only the Soft-MoE head has noisy experts; set it False")
+    check(not self.noise_per_row or self.has_noisy_layers,
+          f"QNetwork.noise_per_row=True but the network draws no noise (noisy={self.noisy}, noisy_hidden="
+          f"{self.noisy_hidden}, noisy_experts={self.noisy_experts}, head={self.head!r}); set it False")
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
@@ -167,31 +209,8 @@ class QNetwork(nn.Module):
           f"QNetwork.encoder={self.encoder!r} needs images [batch, H, W, C]; vector observations {obs.shape} "
           "take encoder='mlp' (or 'auto')")
     features = encoders.make_encoder(encoder, tuple(self.mlp_features))(obs)
-    b = features.shape[0]
     activations = {"encoder": features}
-    if self.head == "none":  # Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer
-      hidden = features.reshape(b, -1)
-      stats: dict[str, Any] = {}
-    elif self.head == "dense":
-      hidden = nn.relu(nn.Dense(self.width * self.width_multiplier, kernel_init=_INIT)(
-          features.reshape(b, -1)))
-      stats = {}
-      activations["penultimate"] = hidden
-    else:
-      x = self._tokens(features, encoder)
-      if self.head == "softmoe":
-        y, stats = moe_modules.SoftMoE(
-            self.num_experts, self.expert_hidden, self.capacity_factor,
-            normalize=self.normalize, single_exponential=self.single_exponential, impl=self.moe_impl)(x)
-      elif self.head == "top1":
-        y, stats = moe_modules.Top1MoE(self.num_experts, self.expert_hidden,
-                                       self.capacity_factor)(x)
-      else:
-        layer = (token_heads.TokenDense(self.width * self.width_multiplier) if self.head == "token_dense"
-                 else token_heads.TokenMLP(self.expert_hidden))
-        y, activations["penultimate"] = layer(x)
-        stats = {}
-      hidden = y.reshape(b, -1)
+    hidden, stats = HEADS.get(self.head)(self, features, encoder, activations)
     if self.diagnostics:
       activations["features"] = hidden
       stats = {**stats, **{ACTIVATIONS + k: v for k, v in activations.items()}}
@@ -220,8 +239,67 @@ class QNetwork(nn.Module):
     if self.num_atoms == 1 and not self.dueling and not self.noisy:
       return nn.Dense(self.num_actions, kernel_init=_INIT)(hidden)
     logits = RainbowHead(self.num_actions, self.num_atoms, noisy=self.noisy, dueling=self.dueling,
-                         deterministic=self.deterministic, name="rainbow_head")(hidden)
+                         deterministic=self.deterministic, factorised=self.noise_per_row, name="rainbow_head")(hidden)
     return logits[..., 0] if self.num_atoms == 1 else logits
+
+
+@HEADS.register("none")
+def _no_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer."""
+  del net, encoder, activations
+  return features.reshape(features.shape[0], -1), {}
+
+
+@HEADS.register("dense")
+def _dense_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """The baseline: flatten -> ``Dense(width * width_multiplier)`` (noisy with ``noisy_hidden``) -> ReLU."""
+  del encoder
+  width = net.width * net.width_multiplier
+  layer = (NoisyDense(width, deterministic=net.deterministic, factorised=net.noise_per_row) if net.noisy_hidden
+           else nn.Dense(width, kernel_init=_INIT))
+  hidden = nn.relu(layer(features.reshape(features.shape[0], -1)))
+  activations["penultimate"] = hidden
+  return hidden, {}
+
+
+@HEADS.register("softmoe")
+def _soft_moe_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> Soft MoE (Puigcerver et al. 2024; noisy experts with ``noisy_experts``) -> flatten."""
+  del activations
+  x = net._tokens(features, encoder)  # the tokenizer's layers first, as the network always built them
+  noise = None
+  if net.noisy_experts and not net.expert_means:  # one draw for every expert and slot
+    noise = factorised_noise(net.make_rng("noise"), x.shape[-1], net.expert_hidden)
+  y, stats = moe_modules.SoftMoE(
+      net.num_experts, net.expert_hidden, net.capacity_factor,
+      normalize=net.normalize, single_exponential=net.single_exponential, impl=net.moe_impl,
+      noisy_experts=net.noisy_experts)(x, expert_noise=noise)
+  return y.reshape(y.shape[0], -1), stats
+
+
+@HEADS.register("top1")
+def _top1_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> Top-1 MoE -> flatten."""
+  del activations
+  x = net._tokens(features, encoder)
+  y, stats = moe_modules.Top1MoE(net.num_experts, net.expert_hidden, net.capacity_factor)(x)
+  return y.reshape(y.shape[0], -1), stats
+
+
+@HEADS.register("token_dense")
+def _token_dense_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> a shared ``Dense(width * width_multiplier)`` per token, no router -> flatten."""
+  x = net._tokens(features, encoder)
+  y, activations["penultimate"] = token_heads.TokenDense(net.width * net.width_multiplier)(x)
+  return y.reshape(y.shape[0], -1), {}
+
+
+@HEADS.register("token_mlp")
+def _token_mlp_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
+  """Tokens -> one expert-sized MLP per token, no router -> flatten."""
+  x = net._tokens(features, encoder)
+  y, activations["penultimate"] = token_heads.TokenMLP(net.expert_hidden)(x)
+  return y.reshape(y.shape[0], -1), {}
 
 
 def scaled_single_expert(num_experts: int, expert_hidden: int) -> dict[str, int]:
@@ -252,7 +330,7 @@ def count_params(tree: Any) -> int:
 
 def param_count(obs_shape: Sequence[int], **network_kwargs) -> int:
   """Parameters of ``QNetwork(**network_kwargs)`` for observations of ``obs_shape`` [H, W, C] or [F]
-  (shape-only: nothing is allocated)."""
-  net = QNetwork(**network_kwargs)
+  (shape-only: nothing is allocated; noisy layers count their means and noise scales)."""
+  net = QNetwork(**network_kwargs).clone(deterministic=True, expert_means=True)  # no noise RNG needed
   shapes = jax.eval_shape(net.init, jax.random.key(0), jnp.zeros((1, *obs_shape), jnp.float32))
   return count_params(shapes["params"])

@@ -22,7 +22,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import check, check_int
+from jaxlab.errors import check_choice, check_int
+from jaxlab.registry import Registry
 
 _INIT = nn.initializers.xavier_uniform()
 #: Encoder names; ``"auto"`` is "mlp" for vector observations [b, F] and "minatar" for images.
@@ -63,6 +64,18 @@ def _xla_conv(x: jax.Array, kernel: jax.Array, bias: jax.Array, stride: int) -> 
                                       dimension_numbers=("NHWC", "HWIO", "NHWC")) + bias
 
 
+def patch_conv(x: jax.Array, kernel: jax.Array, bias: jax.Array, stride: int, cpu_only: bool = False) -> jax.Array:
+  """:class:`PatchConv`'s SAME convolution of ``x`` [b, H, W, C] by ``kernel`` [k, k, C, F] (+ ``bias`` [F]).
+
+  The patch matmul; with ``cpu_only`` it on CPU and XLA's convolution op elsewhere, chosen when the
+  program is lowered.
+  """
+  patch = functools.partial(_patch_matmul, stride=stride)
+  if cpu_only:
+    return jax.lax.platform_dependent(x, kernel, bias, cpu=patch, default=functools.partial(_xla_conv, stride=stride))
+  return patch(x, kernel, bias)
+
+
 class PatchConv(nn.Module):
   """A ``kernel_size`` x ``kernel_size``, stride ``stride``, SAME convolution as patches @ kernel.
 
@@ -94,10 +107,7 @@ class PatchConv(nn.Module):
     k, s = self.kernel_size, self.stride
     kernel = self.param("kernel", self.kernel_init, (k, k, x.shape[-1], self.features))
     bias = self.param("bias", nn.initializers.zeros, (self.features,))
-    patch = functools.partial(_patch_matmul, stride=s)
-    if self.cpu_only:
-      return jax.lax.platform_dependent(x, kernel, bias, cpu=patch, default=functools.partial(_xla_conv, stride=s))
-    return patch(x, kernel, bias)
+    return patch_conv(x, kernel, bias, s, self.cpu_only)
 
 
 class PatchConv3x3(PatchConv):
@@ -111,6 +121,15 @@ def _as_float(obs: jax.Array) -> jax.Array:
   """Boolean / integer observations as float32; float ones as they are (bfloat16 under a bfloat16
   compute dtype, where the caller casts them to the params' dtype)."""
   return obs if jnp.issubdtype(obs.dtype, jnp.floating) else obs.astype(jnp.float32)
+
+
+def frames_as_float(obs: jax.Array) -> jax.Array:
+  """Integer (uint8 frame) observations as float32 in [0, 1] (dopamine's ``preprocess_atari_inputs``);
+  boolean ones as float32 0/1, float ones as they are."""
+  x = _as_float(obs)
+  if jnp.issubdtype(obs.dtype, jnp.integer):
+    x = x / 255.0  # dopamine's preprocess_atari_inputs
+  return x
 
 
 class MinAtarEncoder(nn.Module):
@@ -127,7 +146,7 @@ class MinAtarEncoder(nn.Module):
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
-    check(self.conv in CONVS, f"conv={self.conv!r}; choose one of {CONVS}")
+    check_choice(self.conv, "conv", CONVS)
     check_int(self.features, "MinAtarEncoder.features")
     x = _as_float(obs)
     if self.conv != "xla":
@@ -150,10 +169,8 @@ class NatureEncoder(nn.Module):
 
   @nn.compact
   def __call__(self, obs: jax.Array) -> jax.Array:
-    check(self.conv in CONVS, f"conv={self.conv!r}; choose one of {CONVS}")
-    x = _as_float(obs)
-    if jnp.issubdtype(obs.dtype, jnp.integer):
-      x = x / 255.0  # dopamine's preprocess_atari_inputs
+    check_choice(self.conv, "conv", CONVS)
+    x = frames_as_float(obs)
     for i, (features, kernel, stride) in enumerate(NATURE_LAYERS):
       if self.conv != "xla":
         conv = PatchConv(features, kernel, stride, cpu_only=self.conv == "auto", name=f"Conv_{i}")
@@ -181,18 +198,27 @@ class MLPEncoder(nn.Module):
 
 def resolve_encoder(name: str, obs_ndim: int) -> str:
   """``name`` with "auto" resolved for observations of rank ``obs_ndim`` (batch included)."""
-  check(name in ENCODERS, f"encoder={name!r}; choose one of {ENCODERS}")
+  check_choice(name, "encoder", ENCODERS)
   if name == "auto":
     return "mlp" if obs_ndim == 2 else "minatar"
   return name
 
 
+def _impala(mlp_features: tuple[int, ...]) -> nn.Module:
+  del mlp_features
+  from jaxlab.rl.impala_encoder import ImpalaEncoder  # noqa: PLC0415 - it builds on this module
+  return ImpalaEncoder()
+
+
+#: The encoder modules by name (``ENCODERS`` but "auto"), each ``mlp_features -> module``.
+ENCODER_MODULES: Registry = Registry("encoder")
+ENCODER_MODULES.register("minatar")(lambda mlp_features: MinAtarEncoder())
+ENCODER_MODULES.register("nature")(lambda mlp_features: NatureEncoder())
+ENCODER_MODULES.register("impala")(_impala)
+ENCODER_MODULES.register("mlp")(lambda mlp_features: MLPEncoder(tuple(mlp_features)))
+
+
 def make_encoder(name: str, mlp_features: tuple[int, ...] = (512,)) -> nn.Module:
   """The encoder module registered as ``name`` (one of ``ENCODERS`` but "auto"; see :func:`resolve_encoder`)."""
-  check(name in ENCODERS and name != "auto", f"encoder={name!r}; choose one of {ENCODERS[1:]}")
-  if name == "mlp":
-    return MLPEncoder(tuple(mlp_features))
-  if name == "impala":
-    from jaxlab.rl.impala_encoder import ImpalaEncoder  # noqa: PLC0415 - it builds on this module
-    return ImpalaEncoder()
-  return MinAtarEncoder() if name == "minatar" else NatureEncoder()
+  check_choice(name, "encoder", ENCODERS[1:])
+  return ENCODER_MODULES.get(name)(mlp_features)

@@ -33,6 +33,19 @@ def _check_tokens(module: str, x: jax.Array) -> None:
   check(x.ndim == 3 and min(x.shape[1:]) >= 1, f"{module} takes tokens [batch, m, d]; got shape {x.shape}")
 
 
+def token_mlp(experts: dict[str, jax.Array], x: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """One expert MLP (``experts``: ``w1 [1, d, h]``, ``b1``, ``w2``, ``b2``) on every token of ``x`` [b, m, d].
+
+  Returns (outputs [b, m, d], post-ReLU hidden activations [b, m, h]), computed in ``x``'s dtype.
+  """
+  b, m, d = x.shape
+  experts_lib.check_experts(experts, d)
+  rows = x.reshape(1, b * m, d)  # every token its own slot of the one expert
+  hidden = nn.relu(rows @ experts["w1"].astype(x.dtype) + experts["b1"][:, None, :].astype(x.dtype))
+  out = hidden @ experts["w2"].astype(x.dtype) + experts["b2"][:, None, :].astype(x.dtype)
+  return out.reshape(b, m, d), hidden.reshape(b, m, hidden.shape[-1])
+
+
 class TokenDense(nn.Module):
   """Tokens [b, m, d] -> (outputs [b, m, width], the same post-ReLU activations): ``relu(x W + c)`` per token.
 
@@ -66,11 +79,6 @@ class TokenMLP(nn.Module):
   def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
     check_int(self.hidden, "TokenMLP.hidden", meaning="hidden width of the per-token expert")
     _check_tokens("TokenMLP", x)
-    b, m, d = x.shape
+    d = x.shape[-1]
     init = lambda key: experts_lib.init_experts(key, 1, d, self.hidden)
-    params = self.param("experts", init)
-    experts_lib.check_experts(params, d)
-    rows = x.reshape(1, b * m, d)  # every token its own slot of the one expert
-    hidden = nn.relu(rows @ params["w1"].astype(x.dtype) + params["b1"][:, None, :].astype(x.dtype))
-    out = hidden @ params["w2"].astype(x.dtype) + params["b2"][:, None, :].astype(x.dtype)
-    return out.reshape(b, m, d), hidden.reshape(b, m, self.hidden)
+    return token_mlp(self.param("experts", init), x)

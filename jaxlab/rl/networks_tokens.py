@@ -80,6 +80,17 @@ class PerPatch(nn.Module):
     return per_conv(x)
 
 
+def init_per_feature(key: jax.Array, shape: tuple[int, int]) -> jax.Array:
+  """U(-1/sqrt(d), 1/sqrt(d)) of ``shape`` [F, d] (Gorishniy et al., NeurIPS 2021)."""
+  bound = shape[-1] ** -0.5
+  return jax.random.uniform(key, shape, jnp.float32, -bound, bound)
+
+
+def per_feature_embedding(features: jax.Array, kernel: jax.Array, bias: jax.Array) -> jax.Array:
+  """``token_j = h_j * kernel[j] + bias[j]``: vector features [b, F] -> tokens [b, F, d] (in the features' dtype)."""
+  return features[..., None] * kernel.astype(features.dtype) + bias.astype(features.dtype)
+
+
 class PerFeatureEmbedding(nn.Module):
   """Vector features [b, F] -> tokens [b, F, embedding_size]: ``token_j = h_j * kernel[j] + bias[j]``.
 
@@ -92,8 +103,6 @@ class PerFeatureEmbedding(nn.Module):
   @nn.compact
   def __call__(self, features: jax.Array) -> jax.Array:
     check_int(self.embedding_size, "PerFeatureEmbedding.embedding_size", meaning="width of each per-feature token")
-    bound = self.embedding_size ** -0.5
-    init = lambda key, shape: jax.random.uniform(key, shape, jnp.float32, -bound, bound)
-    kernel = self.param("kernel", init, (features.shape[-1], self.embedding_size))
-    bias = self.param("bias", init, (features.shape[-1], self.embedding_size))
-    return features[..., None] * kernel.astype(features.dtype) + bias.astype(features.dtype)
+    kernel = self.param("kernel", init_per_feature, (features.shape[-1], self.embedding_size))
+    bias = self.param("bias", init_per_feature, (features.shape[-1], self.embedding_size))
+    return per_feature_embedding(features, kernel, bias)

@@ -286,9 +286,11 @@ class FrameReplay:
     ``obs`` is the stack at slot k, ``next_obs`` the stack at slot k + n, ``reward`` the n-step return
     :math:`\sum_{j<n} \gamma^j (\prod_{i<j} d_{k+i}) r_{k+j}` and ``discount`` :math:`\prod_{j<n}
     d_{k+j}` (0 once a terminal is inside the window: later rewards are ignored; pass
-    :math:`\gamma^n` as the TD loss's ``gamma``), as Dopamine's n-step replay
-    (dopamine/jax/replay_memory/accumulator.py @ 5873f54) computes them. ``weight`` is 1 (validity
-    is :meth:`n_step_valid`'s job). Sutton & Barto, Sec. 7.1.
+    :math:`\gamma^n` as the TD loss's ``gamma``), as the replay of the paper's time computes them
+    (``OutOfGraphReplayBuffer.sample_transition_batch``, dopamine/replay_memory/circular_replay_buffer.py:
+    605-633 @ ccd6cee, now dopamine/tf/replay_memory/; the JAX ``TransitionAccumulator`` that later
+    replaced it stores extra terminal transitions at an episode's end, a known bug there).
+    ``weight`` is 1 (validity is :meth:`n_step_valid`'s job). Sutton & Barto, Sec. 7.1.
 
     Args:
       state: the buffer.
@@ -422,6 +424,11 @@ def make_frame_replay(capacity: int, num_envs: int, batch_size: int, min_size: i
   horizon = check_int(horizon, n.get("horizon", "horizon"), 1)
   check(per_env >= need + horizon - 1, f"{n['capacity']}={capacity} with {n['num_envs']}={num_envs} leaves {per_env} "
         f"slots per env; {horizon}-step windows of {stack_size}-frame stacks need >= {need + horizon - 1}")
+  windows = num_envs * (per_env - stack_size + 1 - horizon)  # what a full replay holds to draw from
+  if prioritized and batch_size > windows:  # as the transition replay: a batch never exceeds what is held
+    raise InputError(f"{n['batch_size']}={batch_size} is larger than the prioritised replay's {windows} "
+                     f"{horizon}-step transitions ({n['capacity']}={capacity}, {n['num_envs']}={num_envs}, "
+                     f"{stack_size}-frame stacks); raise {n['capacity']} or lower {n['batch_size']}")
   replay = FrameReplay(capacity=per_env * num_envs, num_envs=num_envs, batch_size=batch_size, min_size=min_size,
                        frame_shape=tuple(frame_shape), stack_size=stack_size, prioritized=prioritized,
                        horizon=horizon)

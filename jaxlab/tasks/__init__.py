@@ -1,8 +1,12 @@
 """Tasks: data + model + loss + evaluation + inference, built once from a config and the trainer's context.
 
-The protocol and the registry live in ``jaxlab.train.task``; the tasks here are registered
-there lazily by name, so importing the trainer imports none of them.
+The config layer's half for each method: the task factory (``dqn_minatar``, ``pde_operator``, ...)
+and the method's config schema and checks (``dqn_config``, ``pde_config``, ``pde_data``, ...). The
+protocol (``Task``, ``Inference``, ``TaskContext``) and the registry object (``TASKS``) live in
+``jaxlab.train``; the shipped tasks register in it lazily by name here (``SHIPPED``), so importing
+the trainer imports none of them.
 """
 
 from jaxlab.train.context import TaskContext
-from jaxlab.train.task import TASKS, Inference, Task, make_task
+from jaxlab.train.task import TASKS, Inference, Task
+from jaxlab.tasks.registry import SHIPPED, make_task

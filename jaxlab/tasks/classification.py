@@ -9,7 +9,7 @@ import ml_collections
 from jaxlab.data.batching import batch_indices
 from jaxlab.errors import InputError
 from jaxlab.data.digits import load_digits_split
-from jaxlab.losses import LOSSES
+from jaxlab.losses import CLASSIFICATION_LOSSES
 from jaxlab.models import make_model
 from jaxlab.train.context import TaskContext
 from jaxlab.train.task import TASKS, Inference, Task
@@ -28,7 +28,7 @@ def digits_classification(config: ml_collections.ConfigDict, ctx: TaskContext) -
   if model_kwargs.get("num_outputs", num_classes) != num_classes:
     raise InputError(f"model.num_outputs={model_kwargs['num_outputs']} but the digits have {num_classes} classes")
   loss_kwargs = dict(config.get("loss", {}))
-  loss = LOSSES.get(loss_kwargs.pop("name", "softmax_cross_entropy"))
+  loss = CLASSIFICATION_LOSSES.get(loss_kwargs.pop("name", "softmax_cross_entropy"))
 
   def loss_fn(params, batch, rng, extra):
     del rng, extra

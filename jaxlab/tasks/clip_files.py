@@ -23,9 +23,10 @@ from jaxlab.ot_clip.data.batches import ShardedBatches
 from jaxlab.ot_clip.data.pairs import load_pairs
 from jaxlab.ot_clip.data.shards import load_shard_pairs, uses_shards
 from jaxlab.ot_clip.digits_pairs import long_tailed_indices
-from jaxlab.ot_clip.evaluation import class_embedding, classify, retrieval_metrics, zero_shot_metrics
+from jaxlab.ot_clip.evaluation import retrieval_metrics, zero_shot_metrics
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
+from jaxlab.ot_clip.two_tower_inference import two_tower_fns
 from jaxlab.train.context import TaskContext
 from jaxlab.train.task import TASKS, Inference, Task
 
@@ -83,34 +84,21 @@ def clip_files(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   def init_params(rng):
     return model.init(rng, test["image"][:1], test[pairs.text_key][:1])["params"]
 
-  def embed_images(params, images):
-    return model.apply({"params": params}, images, method=TwoTower.encode_image)
-
-  def embed_texts(params, texts):
-    return model.apply({"params": params}, texts, method=TwoTower.encode_text)
-
-  def class_embeddings(params):
-    prompts = pairs.class_texts
-    text = embed_texts(params, prompts.reshape((-1,) + prompts.shape[2:]))
-    return class_embedding(text.reshape(prompts.shape[0], prompts.shape[1], -1))
-
-  def zero_shot(params, images, method="argmax"):
-    return classify(embed_images(params, images), class_embeddings(params), method, epsilon)
+  fns = two_tower_fns(model, pairs.class_texts if labelled else None, epsilon)
+  embed_images, embed_texts = fns["embed_images"], fns["embed_texts"]
 
   def evaluate(state, rng):
     del rng
     image = embed_images(state.params, test["image"])
     metrics = retrieval_metrics(image, embed_texts(state.params, test[pairs.text_key]))
     if labelled:
-      metrics.update(zero_shot_metrics(image, class_embeddings(state.params), test["label"], epsilon,
+      metrics.update(zero_shot_metrics(image, fns["class_embeddings"](state.params), test["label"], epsilon,
                                        coverage=coverage, long_tailed=long_tailed))
     return metrics
 
-  fns = {"embed_images": jax.jit(embed_images), "embed_texts": jax.jit(embed_texts)}
-  if labelled:
-    fns.update(class_embeddings=jax.jit(class_embeddings), zero_shot=jax.jit(zero_shot, static_argnames=("method",)))
-  inference = Inference(model=model, fns=fns, data={"classes": pairs.classes, "tokenizer": pairs.tokenizer,
-                                                    "test": test})
+  jitted = {name: jax.jit(fn, static_argnames=("method",) if name == "zero_shot" else ()) for name, fn in fns.items()}
+  inference = Inference(model=model, fns=jitted, data={"classes": pairs.classes, "tokenizer": pairs.tokenizer,
+                                                       "test": test})
   return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               throughput={"pairs": config.batch_size}, description=f"{pairs.description}, {config.loss.name} loss",
               resume_safe=("eval.*",), workdir_files=pairs.files, inference=inference)

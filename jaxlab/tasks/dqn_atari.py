@@ -4,8 +4,8 @@ Obando-Ceron et al., "Mixtures of Experts Unlock Parameter Scaling for Deep RL",
 its Atari setting: Dopamine's JAX DQN (``JaxDQNAgent`` with ``labs/moes/configs/dqn.gin``) on the
 Nature CNN, whose penultimate layer is dense or an MoE over the 11x11x64 feature map's tokens.
 The task is the ``dqn_minatar`` task's loop with Atari pieces: each train step is one DQN update;
-its ``collect`` acts epsilon-greedily in ``env.num_envs`` envpool environments
-(:mod:`jaxlab.rl.atari`, stepped from inside the program) for ``dqn.update_period`` agent steps
+its ``collect`` acts epsilon-greedily in ``env.num_envs`` environments of envpool (or ale-py,
+``env.backend``; :mod:`jaxlab.rl.atari`, stepped from inside the program) for ``dqn.update_period`` agent steps
 (all environments together), writes the frames to a frame-stacking replay
 (:mod:`jaxlab.rl.replay_frames`, uint8, 7.07 GB per 1M transitions) and samples a batch; the loss
 is :func:`jaxlab.rl.dqn.td_loss` against the target network in ``TrainState.extra``.
@@ -25,7 +25,12 @@ replay, :meth:`~jaxlab.rl.FrameReplay.sample_n_step`), ``network.dueling``, ``ne
 Dopamine's ``zero_epsilon`` (noisy nets explore alone), warm-up included. ``env.terminal_on_life_loss``
 ends the agent's episode at a lost life (stored terminal, a fresh frame stack) while the game and its
 reported return go on, as Dopamine's ``AtariPreprocessing`` + ``Runner`` do; the lives are the pool's
-(``AtariStep.lives``). Prioritised replay is not part of this task.
+(``AtariStep.lives``). ``dqn.replay_scheme="prioritized"`` is Dopamine's prioritised replay (the frame
+replay's sum tree, the new priorities through ``Task.update_data``). ``env.max_noops`` starts each game
+(training and evaluation) after 0..max_noops-1 NOOP agent steps that are neither stored nor counted, as
+Dopamine's Atari 100k runner does. ``network.noisy_hidden`` / ``noisy_experts`` / ``noise_per_row`` are
+the rest of Dopamine's noisy MoE network and agents (:class:`~jaxlab.rl.QNetwork`). The target network
+is synced on Dopamine's agent steps (multiples of ``dqn.target_update_period``, the warm-up counted).
 
 Checkpoints: the replay, the agent's frame stacks, params, optimizer, counters and episode
 statistics are in the train state; the emulators are not (envpool keeps them in its host pool).
@@ -54,21 +59,18 @@ import ml_collections
 from jaxlab import errors
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
-from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, make_atari, push_frame
+from jaxlab.rl.atari import FRAME_SHAPE, STACK_SIZE, AtariEnv, check_game, get_backend, make_atari, push_frame
 from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn, priority_update
-from jaxlab.rl.atari_play import eval_seeds, eval_settings, make_play
-from jaxlab.rl.dqn_config import MAX_FRAMES, c51_support_from_config, check_dqn_settings, q_network_from_config
+from jaxlab.rl.atari_play import eval_seeds, eval_settings, make_play, noop_counts
+from jaxlab.tasks.dqn_config import MAX_FRAMES, c51_support_from_config, check_dqn_settings, q_network_from_config
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
+from jaxlab.rl.play import q_value_fns
 from jaxlab.rl.replay_frames import FrameReplay, FrameStep, make_frame_replay
 from jaxlab.train.context import TaskContext
 from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
 from jaxlab.train.task import TASKS, Inference, Task
 
 STEP_VIA = ("auto", "xla", "callback")
-#: ``dqn.epsilon_schedule``: Dopamine's ``linearly_decaying_epsilon`` (dqn_agent.py:171-192) or its
-#: ``zero_epsilon`` (full_rainbow_agent.py:52-55), which ``JaxFullRainbowAgent`` takes whenever its
-#: network is noisy (full_rainbow_agent.py:335): greedy w.r.t. the noisy network from the first step.
-EPSILON_SCHEDULES = ("linear", "zero")
 
 
 #: The encoders of 84x84x4 frames: the Nature CNN (the paper's DQN) or IMPALA (its Rainbow runs).
@@ -92,16 +94,26 @@ class AtariData(NamedTuple):
 def _check_config(config: ml_collections.ConfigDict) -> None:
   """Every env / dqn key the task reads, one clear line each, before anything is built."""
   e, d = config.env, config.dqn
-  check_game(e.name, "env.name")
-  check(e.step_via in STEP_VIA, f"env.step_via={e.step_via!r}; choose one of {STEP_VIA}")
+  check_game(e.name, "env.name", get_backend(e.get("backend", "envpool"), "env.backend").name)
+  errors.check_choice(e.step_via, "env.step_via", STEP_VIA)
   errors.check_bool(e.time_limit_is_terminal, "env.time_limit_is_terminal")
   errors.check_bool(e.get("terminal_on_life_loss", False), "env.terminal_on_life_loss")
-  check(d.get("epsilon_schedule", "linear") in EPSILON_SCHEDULES,
-        f"dqn.epsilon_schedule={d.get('epsilon_schedule')!r}; choose one of {EPSILON_SCHEDULES} ('zero': Dopamine's "
-        "zero_epsilon, which its full Rainbow uses with noisy nets)")
+  noops = e.get("max_noops", 0)
+  errors.check_int(noops, "env.max_noops", 0, "each game starts after 0..max_noops-1 NOOP agent steps "
+                   "(Dopamine's Atari 100k runner: 30); 0 = none", maximum=10_000)
+  check(not noops or e.num_envs == 1,
+        f"env.max_noops={noops} needs env.num_envs=1 (got {e.num_envs!r}): the pool steps its environments "
+        "together, so one environment's no-ops would step the others (Dopamine's runner trains on one)")
+  errors.check_choice(d.get("epsilon_schedule", "linear"), "dqn.epsilon_schedule", tuple(dqn.EPSILON_SCHEDULES),
+                      "'zero': Dopamine's zero_epsilon, which its full Rainbow uses with noisy nets")
+  noisy = config.network.get("noisy", False)
+  check(d.get("epsilon_schedule", "linear") != "zero" or noisy is True,
+        f"dqn.epsilon_schedule='zero' with network.noisy={noisy!r}: the agent would never explore (Dopamine takes "
+        "zero_epsilon only with noisy nets, full_rainbow_agent.py:335 @ 5873f54); set network.noisy=True or "
+        "dqn.epsilon_schedule='linear'")
   check(errors.is_int(d.update_period) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} agent steps per update; must be an int >= 1 (Dopamine: 4)")
-  check_dqn_settings(d, "agent steps", "epsilon_decay_period", d.clip_rewards)
+  check_dqn_settings(d, "agent steps", "epsilon_decay_period", d.clip_rewards, config.network)
   check(config.network.encoder in ATARI_ENCODERS,
         f"network.encoder={config.network.encoder!r}; Atari frames (84x84x4) take one of {ATARI_ENCODERS}")
 
@@ -121,8 +133,8 @@ def resolve_step_via(step_via: str, mesh: jax.sharding.Mesh) -> str:
   if step_via == "auto":
     return "xla" if devices == 1 else "callback"
   if step_via == "xla" and devices > 1:
-    raise InputError(f"env.step_via='xla' runs envpool's custom calls in a one-device program, but the mesh "
-                     f"spans {devices} devices; use 'callback' (or 'auto')")
+    raise InputError(f"env.step_via='xla' runs the emulator pool's custom calls in a one-device program, but "
+                     f"the mesh spans {devices} devices; use 'callback' (or 'auto')")
   return step_via
 
 
@@ -155,8 +167,32 @@ def empty_data(env: AtariEnv, replay: FrameReplay, track_lives: bool = False) ->
                    episodes=jnp.zeros((), jnp.int32), lives=jnp.zeros((n,), jnp.int32) if track_lives else None)
 
 
+def make_noop_start(env: AtariEnv, max_noops: int) -> Callable[[jax.Array, jax.Array, jax.Array, jax.Array],
+                                                                tuple[jax.Array, jax.Array]]:
+  """``noop_start(frame, lives, begins, rng) -> (frame, lives, steps)``: where ``begins`` (a game's first frame
+  is ``frame``), ``k ~ U{0, ..., max_noops - 1}`` NOOP agent steps first (:func:`~jaxlab.rl.atari_play.noop_counts`,
+  Dopamine's ``DataEfficientAtariRunner._initialize_episode``, atari_100k_runner.py:204-212 @ 5873f54),
+  neither stored nor counted: the frame and lives after them, and the steps taken (for a data
+  dependency that orders the environment's next step after them). A game that ends inside them takes one
+  more step (envpool's reset step: a new game). One environment only: a pool steps all its
+  environments together, so another environment's no-ops would step this one."""
+  check(env.num_envs == 1, f"no-op starts need one environment per pool (got {env.num_envs})")
+
+  def noop_start(frame, lives, begins, rng):
+    count = jnp.where(begins, noop_counts(rng, 1, max_noops), 0)[0]
+
+    def body(carry):
+      i, _, _ = carry
+      out = env.step(jnp.zeros((1,), jnp.int32))
+      return i + (~(out.terminated | out.truncated)[0]).astype(jnp.int32), out.frame, out.lives
+
+    taken, frame, lives = jax.lax.while_loop(lambda c: c[0] < count, body, (jnp.zeros((), jnp.int32), frame, lives))
+    return frame, lives, taken
+  return noop_start
+
+
 def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: Any, *, clip_rewards: bool,
-                  time_limit_terminal: bool, terminal_on_life_loss: bool = False
+                  time_limit_terminal: bool, terminal_on_life_loss: bool = False, max_noops: int = 0
                   ) -> Callable[[AtariData, Any, jax.Array, jax.Array], AtariData]:
   """``env_step(data, params, epsilon, rng) -> data``: one agent step of every environment.
 
@@ -181,16 +217,24 @@ def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: Any, *, clip_rewards
       terminal, the next frame starts a fresh zero-padded stack in a slot marked ``first``, and
       the reported episode return and length stay the whole game's. ``data.lives`` must be an
       array (``empty_data(..., track_lives=True)``).
+    max_noops: every game (a restart's first, and each after envpool's reset step) starts after
+      :func:`make_noop_start`'s no-ops, as Dopamine's Atari 100k runner starts them; 0: none. Needs
+      ``env.num_envs`` 1.
 
   Returns:
     The step function (pure; jit/vmap/scan-able).
   """
   n = env.num_envs
+  noop_start = make_noop_start(env, max_noops) if max_noops else None
 
   def env_step(data: AtariData, params: Any, epsilon: jax.Array, rng: jax.Array) -> AtariData:
     restart = data.epoch != jnp.uint32(env.epoch)
     # the token must vary over vmapped runs (the key does; a constant epoch would not)
-    fresh = push_frame(data.stack, env.first_frames(jax.random.key_data(rng)), jnp.ones((n,), jnp.bool_))
+    first_frames = env.first_frames(jax.random.key_data(rng))
+    if noop_start is not None:  # a restarted game's no-ops (its lives are not tracked: see life_lost)
+      rng, k_restart, k_reset = jax.random.split(rng, 3)
+      first_frames, _, noops_taken = noop_start(first_frames, jnp.zeros((n,), jnp.int32), restart, k_restart)
+    fresh = push_frame(data.stack, first_frames, jnp.ones((n,), jnp.bool_))
     stack = jnp.where(restart, fresh, data.stack)
     first = data.first | restart
     reset_step = data.done & ~restart  # envpool ignores this step's action and starts the next episode
@@ -199,6 +243,8 @@ def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: Any, *, clip_rewards
     else:
       q, _, rng = q_fn(params, stack, rng)
       actions = dqn.epsilon_greedy(q, rng, epsilon)
+    if noop_start is not None:  # the no-ops first, also where the action ignores the stack (the warm-up):
+      actions = jnp.where(noops_taken >= 0, actions, 0)  # a data dependency orders host steps, a barrier does not
     out = env.step(actions)
     terminal = out.terminated | (out.truncated & time_limit_terminal)
     game_end = out.terminated | out.truncated
@@ -214,11 +260,14 @@ def make_env_step(env: AtariEnv, replay: FrameReplay, q_fn: Any, *, clip_rewards
     length = jnp.where(restart, 0, data.episode_length) + (~reset_step).astype(jnp.int32)
     returns, episodes = push_returns(data.returns, data.episodes, done, ret)
     starts = (reset_step | new_life) if terminal_on_life_loss else reset_step
-    return AtariData(stack=push_frame(stack, out.frame, starts), first=starts, done=done,
+    frame, lives = out.frame, out.lives
+    if noop_start is not None:  # envpool's reset step gave a new game's first frame: its no-ops come first
+      frame, lives, _ = noop_start(frame, lives, reset_step, k_reset)
+    return AtariData(stack=push_frame(stack, frame, starts), first=starts, done=done,
                      epoch=jnp.full((), env.epoch, jnp.uint32),
                      episode_return=jnp.where(done, 0.0, ret), episode_length=jnp.where(done, 0, length),
                      replay=replay_state, returns=returns, episodes=episodes,
-                     lives=out.lives if terminal_on_life_loss else None)
+                     lives=lives if terminal_on_life_loss else None)
   return env_step
 
 
@@ -231,10 +280,12 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   with the context's runs (vmapped runs share one pool).
 
   Inference functions, each ``fn(params, obs)`` with ``obs`` uint8 ``[N, 84, 84, 4]`` (oldest
-  frame first): ``q_values`` (``[N, actions]``) and ``greedy_policy`` (``int32 [N]``); with
-  ``dqn.eval_episodes`` > 0 also ``play(params, rng, epsilon=0.001, max_steps=...)``, the task's
-  evaluation (one whole game in each of ``dqn.eval_episodes`` environments of a pool of its own,
-  :func:`jaxlab.rl.atari_play.make_play`) with ``epsilon`` set to ``dqn.eval_epsilon``. ``data``:
+  frame first): ``q_values`` (``[N, actions]``, every noisy layer at its means) and ``greedy_policy``
+  (``int32 [N]``); with ``dqn.eval_episodes`` > 0 also ``play(params, rng, epsilon=0.001,
+  max_steps=...)``, the task's evaluation (one whole game in each of ``dqn.eval_episodes``
+  environments of a pool of its own, :func:`jaxlab.rl.atari_play.make_play`: Dopamine's
+  ``eval_mode``, whose noisy experts still draw noise, with the training games' life-loss stack
+  resets and no-op starts) with ``epsilon`` set to ``dqn.eval_epsilon``. ``data``:
   ``env`` (the :class:`~jaxlab.rl.atari.AtariEnv`), ``num_actions``, ``obs_shape``.
   """
   _check_config(config)
@@ -251,6 +302,13 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     raise InputError(f"dqn.target_update_period={d.target_update_period} agent steps must be a multiple of the "
                      f"{d.update_period} agent steps of one update (dqn.update_period)")
   horizon = d.get("update_horizon", 1)
+  limit = e.max_episode_steps
+  if horizon > 1 and not e.time_limit_is_terminal and errors.is_int(limit) and limit <= horizon:
+    raise InputError(f"dqn.update_horizon={horizon} with env.max_episode_steps={limit} and "
+                     "env.time_limit_is_terminal=False: every episode is truncated within the horizon, so every "
+                     f"{horizon}-step window that does not end in a game over crosses a truncation and leaves the loss (it "
+                     "would train on 0); "
+                     f"lower dqn.update_horizon below {limit} or raise env.max_episode_steps")
   prioritized = d.get("replay_scheme", "uniform") == "prioritized"
   replay = make_frame_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history,
                              frame_shape=FRAME_SHAPE, stack_size=STACK_SIZE,
@@ -266,11 +324,14 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
                      f"dqn.min_replay_history={d.min_replay_history}; raise dqn.replay_capacity")
   # vmapped runs share one pool: run r steps environments r * num_envs...
   seeds = ctx.runs.seeds if ctx.runs is not None else (int(config.seed),)
+  backend = e.get("backend", "envpool")
   env = make_atari(e.name, num_envs=n_envs, seeds=seeds, sticky_action_prob=e.sticky_action_prob,
                    frame_skip=e.frame_skip, max_episode_steps=e.max_episode_steps,
                    full_action_space=e.full_action_space, step_via=step_via, num_threads=e.num_threads,
+                   backend=backend,
                    names={k: f"env.{k}" for k in ("name", "num_envs", "sticky_action_prob", "frame_skip",
-                                                  "max_episode_steps", "full_action_space", "num_threads")}
+                                                  "max_episode_steps", "full_action_space", "num_threads",
+                                                  "backend")}
                    | {"seeds": "seed / runs.seeds"})
   steps_per_update = d.update_period                   # agent steps, all environments together
   pool_steps_per_update = d.update_period // n_envs
@@ -283,8 +344,9 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
                      f"(+{prefill_steps} of random play) x env.frame_skip={e.frame_skip} exceed 2**31 - 1 frames, "
                      "the int32 frame counter; lower num_steps")
   net, aux_weights = q_network_from_config(config.network, env.num_actions, rainbow=True, diagnostics=True)
-  check(not net.deterministic, "network.deterministic=True; the task sets it itself (inference uses the noisy "
-        "layers' means, training samples noise): leave it False")
+  for key in ("deterministic", "expert_means"):
+    check(not getattr(net, key), f"network.{key}=True; the task sets it itself (inference uses the noisy layers' "
+          "means, evaluation Dopamine's eval_mode, training samples noise): leave it False")
   obs_shape = (*env.frame_shape, STACK_SIZE)
 
   def prepare(params, obs):
@@ -304,10 +366,15 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
 
   acting_dtype = compute_dtype(config)
   life_loss = e.get("terminal_on_life_loss", False)
+  max_noops = e.get("max_noops", 0)
   env_step = make_env_step(env, replay, agent.acting_q_values, clip_rewards=d.clip_rewards,
-                           time_limit_terminal=e.time_limit_is_terminal, terminal_on_life_loss=life_loss)
-  # "zero": Dopamine's zero_epsilon, also in the warm-up, which then acts with the initial network
-  zero_epsilon = d.get("epsilon_schedule", "linear") == "zero"
+                           time_limit_terminal=e.time_limit_is_terminal, terminal_on_life_loss=life_loss,
+                           max_noops=max_noops)
+  # dqn.epsilon_schedule: Dopamine's linearly_decaying_epsilon (dqn_agent.py:171-192) or its zero_epsilon
+  # (full_rainbow_agent.py:52-55), which JaxFullRainbowAgent takes whenever its network is noisy
+  # (full_rainbow_agent.py:335); "zero" also in the warm-up, which then acts with the initial network
+  schedule = dqn.EPSILON_SCHEDULES.get(d.get("epsilon_schedule", "linear"))
+  zero_epsilon = schedule is dqn.zero_epsilon
 
   def init_data(params, rng):
     acting = cast_floats(params, acting_dtype) if zero_epsilon else None  # None: uniformly random actions
@@ -319,10 +386,7 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
 
   def collect(state, rng):
     agent_steps = prefill_steps + state.step * steps_per_update
-    if zero_epsilon:
-      epsilon = jnp.zeros((), jnp.float32)
-    else:
-      epsilon = dqn.linear_epsilon(agent_steps, d.epsilon_decay_period, prefill_steps, d.epsilon_end)
+    epsilon = schedule(agent_steps, d.epsilon_decay_period, prefill_steps, d.epsilon_end)
     k_act, k_sample = jax.random.split(rng)
     params = cast_floats(state.params, acting_dtype)  # acting in the compute dtype, as the loss
     data, _ = jax.lax.scan(lambda dt, k: (env_step(dt, params, epsilon, k), None), state.data_state,
@@ -339,22 +403,24 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   loss_fn = make_loss_fn(agent, gamma=d.gamma, horizon=horizon, double_dqn=d.double_dqn, loss=d.loss,
                          aux_weights=aux_weights, per_sample=prioritized)
 
-  fns = {"q_values": jax.jit(lambda params, obs: q_values(params, obs)[0]),
-         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_values(params, obs)[0], axis=-1).astype(jnp.int32))}
+  greedy_q = lambda params, obs: q_values(params, obs)[0]  # noqa: E731 - the Q-values without the stats
+  fns = {name: jax.jit(fn) for name, fn in q_value_fns(greedy_q).items()}
   # Evaluation (dqn.eval_episodes > 0): whole games in a pool of its own, as Dopamine's Atari 100k runner
   evaluate = None
   if ev.episodes:
     eval_env = make_atari(e.name, num_envs=ev.episodes, seeds=eval_seeds(seeds), sticky_action_prob=e.sticky_action_prob,
                           frame_skip=e.frame_skip, max_episode_steps=e.max_episode_steps,
-                          full_action_space=e.full_action_space, step_via=step_via, num_threads=e.num_threads)
-    play = make_play(eval_env, lambda params, obs: q_values(params, obs)[0], max_steps=ev.max_steps)
+                          full_action_space=e.full_action_space, step_via=step_via, num_threads=e.num_threads,
+                          backend=backend)
+    play = make_play(eval_env, agent.eval_q_values, max_steps=ev.max_steps, terminal_on_life_loss=life_loss,
+                     max_noops=max_noops)
     evaluate = lambda state, rng: play(state.params, rng, ev.epsilon)  # noqa: E731
     fns["play"] = jax.jit(play, static_argnames=("max_steps",))
   inference = Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,
                                                   "obs_shape": obs_shape})
   return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data, evaluate=evaluate,
               init_extra=lambda params: jax.tree.map(jnp.copy, params),
-              update_extra=dqn.periodic_sync(d.target_update_period // steps_per_update),
+              update_extra=dqn.agent_step_sync(d.target_update_period, steps_per_update, prefill_steps),
               update_data=priority_update(replay) if prioritized else None,
               throughput={"agent_steps": steps_per_update, "frames": steps_per_update * e.frame_skip},
               description=f"DQN Atari {e.name}, {config.network.head} head",

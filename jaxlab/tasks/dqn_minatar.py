@@ -62,10 +62,11 @@ from jaxlab import errors
 from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn, priority_update
-from jaxlab.rl.dqn_config import (MAX_FRAMES, c51_support_from_config, check_count, check_dqn_settings,
+from jaxlab.tasks.dqn_config import (MAX_FRAMES, c51_support_from_config, check_count, check_dqn_settings,
                                   q_network_from_config)
 from jaxlab.rl.envs import make_env
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
+from jaxlab.rl.play import make_play, q_value_fns
 from jaxlab.rl.replay import TimeStep, make_replay
 from jaxlab.train.context import TaskContext
 from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
@@ -99,7 +100,7 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   check(errors.is_int(d.update_period) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} environment frames per update; must be an int >= 1 "
         "(the update-to-data ratio 1/update_period must be > 0; Dopamine: 4)")
-  check_dqn_settings(d, "frames", "epsilon_decay_frames", d.get("clip_rewards", False))
+  check_dqn_settings(d, "frames", "epsilon_decay_frames", d.get("clip_rewards", False), config.network)
   errors.check_int(d.eval_steps, "dqn.eval_steps", 0,
                    "steps each evaluation environment may take to finish its episode; 0 = no evaluation")
   check_count("dqn.eval_steps", d.eval_steps, 0)
@@ -158,6 +159,13 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     raise InputError(f"dqn.eval_steps={eval_cap} is shorter than one {e.name} episode ({env.episode_length} "
                      f"steps); allowed: 0 (no evaluation) or >= {env.episode_length}")
   horizon = d.get("update_horizon", 1)
+  limit = env.time_limit
+  if horizon > 1 and limit is not None and limit <= horizon:
+    where = "env.max_episode_steps" if e.get("max_episode_steps") is not None else f"{e.name}'s own time limit"
+    raise InputError(f"dqn.update_horizon={horizon} with {where}={limit}: every episode is truncated within "
+                     f"{horizon} steps, so every {horizon}-step return that does not end in a terminal is cut and "
+                     f"leaves the loss (it would train on 0); lower dqn.update_horizon below {limit} or raise "
+                     "env.max_episode_steps")
   prioritized = d.get("replay_scheme", "uniform") == "prioritized"
   replay = make_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history,
                        names={"capacity": "dqn.replay_capacity", "num_envs": "env.num_envs",
@@ -241,48 +249,15 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   # play's defaults: the evaluation's, or Dopamine's episode cap and 8 environments without one
   play_envs, play_cap = (n_eval, eval_cap) if eval_cap else (8, 27_000)
 
-  def play(params, rng, num_envs=play_envs, max_steps=play_cap, epsilon=0.0):
-    """Each of ``num_envs`` fresh environments plays one whole episode (epsilon-greedy).
-
-    Runs until every environment has finished its first episode or ``max_steps`` steps (the cap)
-    have passed, whichever is first. ``eval_return``: mean return of the finished episodes, one
-    per environment, so short episodes are not over-weighted (NaN if none finished);
-    ``eval_episodes``: how many finished; ``eval_capped``: 1 if the cap cut an episode short
-    (its partial return is not counted), else 0; ``eval_steps_run``: steps taken.
-    """
-    num_envs = errors.check_int(num_envs, "play num_envs", 1)
-    check(errors.is_int(max_steps) and 1 <= max_steps <= MAX_FRAMES,
-          f"play max_steps={max_steps!r}; must be an int in [1, 2**31 - 1]")
-    k_reset, k_run = jax.random.split(rng)
-    env_state, obs = env.reset(k_reset, num_envs)
-
-    def unfinished(carry):
-      t, _, _, finished, _ = carry
-      return (t < max_steps) & ~jnp.all(finished)
-
-    def body(carry):
-      t, env_state, obs, finished, returns = carry
-      k_act, k_env = jax.random.split(jax.random.fold_in(k_run, t))
-      actions = dqn.epsilon_greedy(q_values(params, obs)[0], k_act, epsilon)
-      env_state, obs, _, done, _ = env.step(env_state, actions, k_env)
-      returns = jnp.where(done & ~finished, env_state.stats.last_return, returns)  # first episode only
-      return t + 1, env_state, obs, finished | done, returns
-
-    init = (jnp.zeros((), jnp.int32), env_state, obs, jnp.zeros((num_envs,), jnp.bool_),
-            jnp.zeros((num_envs,), jnp.float32))
-    steps, _, _, finished, returns = jax.lax.while_loop(unfinished, body, init)
-    count = jnp.sum(finished, dtype=jnp.int32)
-    mean = jnp.sum(jnp.where(finished, returns, 0.0)) / jnp.maximum(count, 1)
-    return {"eval_return": jnp.where(count > 0, mean, jnp.nan), "eval_episodes": count,
-            "eval_capped": (count < num_envs).astype(jnp.int32), "eval_steps_run": steps}
+  greedy_q = lambda params, obs: q_values(params, obs)[0]  # noqa: E731 - the Q-values without the stats
+  play = make_play(env, greedy_q, num_envs=play_envs, max_steps=play_cap, max_frames=MAX_FRAMES)
 
   def evaluate(state, rng):
     """``play`` with the config's ``dqn.eval_envs``, ``dqn.eval_steps`` and ``dqn.eval_epsilon``."""
     return play(state.params, rng, n_eval, eval_cap, d.eval_epsilon)
 
-  fns = {"q_values": jax.jit(lambda params, obs: q_values(params, obs)[0]),
-         "greedy_policy": jax.jit(lambda params, obs: jnp.argmax(q_values(params, obs)[0], axis=-1).astype(jnp.int32)),
-         "play": jax.jit(play, static_argnames=("num_envs", "max_steps"))}
+  fns = {name: jax.jit(fn) for name, fn in q_value_fns(greedy_q).items()}
+  fns["play"] = jax.jit(play, static_argnames=("num_envs", "max_steps"))
   inference = Inference(model=net, fns=fns, data={"env": env, "num_actions": env.num_actions,
                                                   "obs_shape": tuple(obs_shape)})
   return Task(init_params=init_params, loss_fn=loss_fn, collect=collect, init_data=init_data,

@@ -18,9 +18,9 @@ from jaxlab's earlier protocol is a config key (``configs/dpot_pde.py`` document
 horizon ``t_test`` (utils/make_master_file.py, :data:`jaxlab.pde.data.DPOT_T_TEST`).
 
 Every bad setting is refused before any data are generated or anything is compiled, with one
-line naming the config key (:func:`jaxlab.pde.operator_config.check_config`). The pieces live with
-the method: the ``data`` block in :mod:`jaxlab.pde.data.from_config`, the model in
-:mod:`jaxlab.pde.model_from_config`, rollouts and the L2RE in :mod:`jaxlab.pde.rollout`.
+line naming the config key (:func:`jaxlab.tasks.pde_config.check_config`). The pieces live with
+the method: the ``data`` block in :mod:`jaxlab.tasks.pde_data`, the model in
+:mod:`jaxlab.tasks.pde_model`, rollouts and the L2RE in :mod:`jaxlab.pde.rollout`.
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ import ml_collections
 import numpy as np
 
 from jaxlab.pde.data import MIXTURE_RULES, mixture_batch
-from jaxlab.pde.data.from_config import data_source, evaluation_data, load_datasets, model_resolution, pad_value
+from jaxlab.tasks.pde_data import data_source, evaluation_data, load_datasets, model_resolution, pad_value
 from jaxlab.pde.losses import make_loss_fn
-from jaxlab.pde.model_from_config import paper_count
-from jaxlab.pde.operator_config import check_config
-from jaxlab.pde.rollout import rollout, rollout_l2re
+from jaxlab.tasks.pde_model import paper_count
+from jaxlab.tasks.pde_config import check_config
+from jaxlab.pde.rollout import operator_fns, rollout_l2re
 from jaxlab.train.context import TaskContext
-from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
+from jaxlab.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
 from jaxlab.train.task import TASKS, Inference, Task
-from jaxlab.train.workdir import saved_config
+from jaxlab.train.workdir import Workdir
 
 
 @TASKS.register("pde_operator")
@@ -58,7 +58,8 @@ def pde_operator(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   del ctx  # host batches are built per row, from the rows the trainer asks for
   d = config.data
   init_from = config.get("init_from", None)
-  pretrained = saved_config(init_from.workdir) if init_from is not None and init_from.get("workdir", "") else None
+  fine_tuning = init_from is not None and init_from.get("workdir", "")
+  pretrained = Workdir(init_from.workdir).saved_config() if fine_tuning else None
   _, channels, model = check_config(config, pretrained)
   datasets = load_datasets(config)
   # Generated data are a pure function of the config, which the resume check compares already; files
@@ -92,18 +93,9 @@ def pde_operator(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     del rng
     return rollout_l2re(model.apply, state.params, evals, config.t_out, pad)
 
-  def predict(params, x):
-    out = model.apply({"params": params}, x)
-    return out[0] if isinstance(out, tuple) else out  # DPOT with a classifier head: (frames, logits)
-
-  def run_rollout(params, x0, steps, channel_mask=None):
-    return rollout(model.apply, params, x0, steps, config.t_out, channel_mask, pad)
-
-  def l2re(params, test=None):
-    return rollout_l2re(model.apply, params, evals if test is None else test, config.t_out, pad)
-
-  fns = {"predict": jax.jit(predict), "rollout": jax.jit(run_rollout, static_argnames=("steps",)),
-         "l2re": jax.jit(l2re)}
+  fns = operator_fns(model.apply, config.t_out, pad, evals)
+  fns = {"predict": jax.jit(fns["predict"]), "rollout": jax.jit(fns["rollout"], static_argnames=("steps",)),
+         "l2re": jax.jit(fns["l2re"])}
   inference = Inference(model=model, fns=fns, data={"test": evals, "t_in": config.t_in, "t_out": config.t_out,
                                                     "channels": channels, "pad_value": pad})
   return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,

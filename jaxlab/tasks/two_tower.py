@@ -17,9 +17,10 @@ import numpy as np
 from jaxlab.data.batching import batch_indices
 from jaxlab.data.digits import load_digits_split
 from jaxlab.ot_clip import digits_pairs
-from jaxlab.ot_clip.evaluation import class_embedding, classify
+from jaxlab.ot_clip.evaluation import classify
 from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
+from jaxlab.ot_clip.two_tower_inference import two_tower_fns
 from jaxlab.train.context import TaskContext
 from jaxlab.train.task import TASKS, Inference, Task
 
@@ -57,19 +58,8 @@ def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Tas
     idx = batch_indices(len(data["y_train"]), config.batch_size, step, seed)[rows]
     return {"image": data["x_train"][idx], "tokens": captions(int(seed))[idx]}
 
-  def embed_images(params, images):
-    return model.apply({"params": params}, images, method=TwoTower.encode_image)
-
-  def embed_texts(params, tokens):
-    return model.apply({"params": params}, tokens, method=TwoTower.encode_text)
-
-  def class_embeddings(params):
-    text = embed_texts(params, prompts.reshape(-1, prompts.shape[-1]))
-    return class_embedding(text.reshape(prompts.shape[0], prompts.shape[1], -1))  # prompt ensemble
-
-  def zero_shot(params, images, method="argmax", epsilon=None):
-    epsilon = config.eval_epsilon if epsilon is None else epsilon
-    return classify(embed_images(params, images), class_embeddings(params), method, epsilon)
+  fns = two_tower_fns(model, prompts, config.eval_epsilon)  # prompts: [classes, templates, L], held-out templates
+  embed_images, class_embeddings = fns["embed_images"], fns["class_embeddings"]
 
   def evaluate(state, rng):
     del rng
@@ -79,10 +69,8 @@ def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Tas
     ot_acc = jnp.mean(classify(image, classes, "ot", config.eval_epsilon) == labels)
     return {"zero_shot_accuracy": argmax_acc, "ot_zero_shot_accuracy": ot_acc}
 
-  fns = {"embed_images": jax.jit(embed_images), "embed_texts": jax.jit(embed_texts),
-         "class_embeddings": jax.jit(class_embeddings),
-         "zero_shot": jax.jit(zero_shot, static_argnames=("method",))}
-  inference = Inference(model=model, fns=fns, data={"vocab": vocab, "class_prompts": prompts,
-                                                    "x_test": data["x_test"], "y_test": data["y_test"]})
+  jitted = {name: jax.jit(fn, static_argnames=("method",) if name == "zero_shot" else ()) for name, fn in fns.items()}
+  inference = Inference(model=model, fns=jitted, data={"vocab": vocab, "class_prompts": prompts,
+                                                       "x_test": data["x_test"], "y_test": data["y_test"]})
   return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               description=f"digits two-tower, {config.loss.name} loss", inference=inference)

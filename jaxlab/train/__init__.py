@@ -1,6 +1,8 @@
-"""The shared training machinery: state, mesh, sharding, the one step, checkpoints, trainer.
+"""The shared training machinery: state, mesh, sharding, the one step, checkpoints, the loop.
 
-Importing this package imports no method (tasks register lazily by name in ``task.TASKS``).
+The loop (``jaxlab.train.loop``) takes objects: a task, an optax transform, the run's options and a
+workdir; turning a config into them is ``jaxlab.experiment``. Importing this package imports no
+method: ``TASKS`` holds no names here (``jaxlab.tasks`` registers the shipped ones lazily).
 """
 
 from jaxlab.train.mesh import make_mesh

@@ -56,7 +56,7 @@ def config_differences(saved: Any, current: Any, limit: int = 6) -> list[str]:
 #: the keys that are a setting of neither a resumed run nor a results report. ``fnmatch``
 #: patterns over flattened keys.
 BOOKKEEPING_KEYS = (
-    "name", "log_every", "eval_every", "checkpoint_every", "checkpoint_keep", "checkpoint_keep_period",
+    "name", "log_every", "eval_every", "eval_offset", "checkpoint_every", "checkpoint_keep", "checkpoint_keep_period",
     "prefetch", "steps_per_call", "remat", "mesh", "sharding_rules", "fsdp_axis", "fsdp_min_size", "init_from.*",
 )
 #: Config keys a resumed run may change: the bookkeeping and the length (``num_steps``), not the
@@ -116,12 +116,8 @@ class Checkpointer:
 
   def __init__(self, directory: str, save_every: int, keep: int = 2, keep_period: int | None = None,
                config: dict | None = None, resume_safe: Sequence[str] = RESUME_SAFE_KEYS):
-    if not isinstance(save_every, int) or save_every <= 0:
-      raise InputError(f"checkpoint_every must be a positive number of steps, got {save_every!r}")
-    if not isinstance(keep, int) or keep < 1:
-      raise InputError(f"checkpoint_keep must be an integer >= 1, got {keep!r}")
-    if keep_period is not None and (not isinstance(keep_period, int) or keep_period < 1):
-      raise InputError(f"checkpoint_keep_period must be a positive integer (or 0 for none), got {keep_period!r}")
+    # save_every, keep and keep_period are checked where they come from (the trainer config's
+    # checkpoint_every / checkpoint_keep / checkpoint_keep_period, jaxlab.experiment), once.
     self.directory = os.path.abspath(directory)
     self.save_every = save_every
     self.config = _json_safe(config or {})
@@ -133,14 +129,9 @@ class Checkpointer:
                                              save_interval_steps=1),
         item_handlers={"state": ocp.StandardCheckpointHandler(), "config": ocp.JsonCheckpointHandler()})
 
-  def latest_step(self) -> int | None:
-    return self._manager.latest_step()
-
-  def all_steps(self) -> Sequence[int]:
-    return sorted(self._manager.all_steps())
-
-  def saved_config(self, step: int) -> dict | None:
-    """The config saved beside checkpoint ``step`` (None if unreadable)."""
+  def _saved_config(self, step: int) -> dict | None:
+    """The config saved beside checkpoint ``step``, to compare (None if unreadable: a workdir is read back
+    with ``jaxlab.train.workdir.Workdir``; this only decides whether a restore may go on)."""
     try:
       return read_config(self.directory, step)
     except Exception:  # noqa: BLE001 - an unreadable config only loses the comparison
@@ -153,7 +144,7 @@ class Checkpointer:
       return
     problems = _structure_differences(tree, abstract_state)
     if problems:
-      saved = self.saved_config(step)
+      saved = self._saved_config(step)
       diff = config_differences(saved, self.config) if saved is not None else []
       raise InputError(
           f"the workdir's checkpoint {self.directory}/{step} is of a different run: "
@@ -165,7 +156,7 @@ class Checkpointer:
     """Refuses to resume into another model / task / data / optimizer setting (one line)."""
     if self._config_checked or not self.config:
       return
-    saved = self.saved_config(step)
+    saved = self._saved_config(step)
     if saved is None:
       return  # unreadable: the state restore below decides whether this step is usable
     self._config_checked = True
@@ -194,7 +185,7 @@ class Checkpointer:
     differences; unreadable checkpoints are skipped with a warning, and if none is readable a
     ``CheckpointError`` says so rather than starting over and overwriting them.
     """
-    steps = [step] if step is not None else sorted(self.all_steps(), reverse=True)
+    steps = [step] if step is not None else checkpoint_steps(self.directory)[::-1]
     quiet_closed_loop_reports()
     failures = []
     for s in steps:

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import jax
 import numpy as np
 
-from jaxlab.train.workdir import from_strict_json, read_metrics, read_rows  # noqa: F401 - read here too
+from jaxlab.train.workdir import Workdir, from_strict_json, read_metrics  # noqa: F401 - read_metrics: importable here too
 
 
 def _to_python(v: Any) -> Any:
@@ -69,13 +69,14 @@ class MetricsWriter:
 
   def __init__(self, workdir: str, resume_step: int = 0, tensorboard: bool = True):
     self.active = jax.process_index() == 0
-    self.path = os.path.join(workdir, "metrics.jsonl")
+    found = Workdir(workdir)  # the one reader of what the trainer wrote
+    self.path = found.metrics_path
     self._tb = None
     self._rows: list[dict[str, Any]] = []
     if not self.active:
       return
-    if os.path.exists(self.path):  # a killed run logged steps that the resumed run will redo
-      self._rows = [r for r in read_rows(self.path) if r.get("step", 0) <= resume_step]
+    if found.has_metrics:  # a killed run logged steps that the resumed run will redo
+      self._rows = [r for r in found.metrics() if r.get("step", 0) <= resume_step]
       _replace_atomically(self.path, "".join(_encode_row(r) for r in self._rows))
     if tensorboard:
       from tensorboardX import SummaryWriter

@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxlab.errors import InputError
+from jaxlab.errors import check_choice
 
 COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 
@@ -40,7 +40,7 @@ def compute_dtype(config: Any) -> Any:
   """The dtype a config's train step computes in: ``jnp.float32`` unless ``config.compute_dtype`` says otherwise.
 
   Args:
-    config: a trainer config (``jaxlab.train.config.trainer_config``); one without the key
+    config: a trainer config (``jaxlab.experiment.trainer_config``); one without the key
       computes in float32.
 
   Returns:
@@ -50,8 +50,7 @@ def compute_dtype(config: Any) -> Any:
     InputError: ``compute_dtype`` is not one of ``COMPUTE_DTYPES``.
   """
   name = config.get("compute_dtype", "float32")
-  if name not in COMPUTE_DTYPES:
-    raise InputError(f"compute_dtype must be one of {COMPUTE_DTYPES}, got {name!r}")
+  check_choice(name, "compute_dtype", COMPUTE_DTYPES, got=True)
   return jnp.dtype(name)
 
 

@@ -34,22 +34,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
+# The step's contract with the methods, importable from here too (jaxlab.train.step.PER_SAMPLE).
+from jaxlab.contract import LOGGED_STATE_FIELDS, PER_SAMPLE, CollectFn, LossFn, Metrics, UpdateDataFn  # noqa: F401
 from jaxlab.errors import InputError, check_choice, check_int
 from jaxlab.train.precision import COMPUTE_DTYPES, cast_floats
 from jaxlab.sharding import path_name
 from jaxlab.train.state import TrainState
-
-LossFn = Callable[[Any, Any, jax.Array, Any], tuple[jax.Array, dict[str, jax.Array]]]
-CollectFn = Callable[[TrainState, jax.Array], tuple[TrainState, Any, dict[str, jax.Array]]]
-Metrics = dict[str, jax.Array]
-UpdateDataFn = Callable[[TrainState, Any, Any], Any]
-
-#: The loss-metrics key of per-sample values for ``update_data`` (taken out of the logged metrics).
-PER_SAMPLE = "per_sample"
-
-# Scalar optimizer-state fields surfaced as metrics: MoMo's adaptive step and lower bound, and
-# the learning rate of ``optax.inject_hyperparams``.
-OPT_STATE_METRICS = ("step_size", "lb", "learning_rate")
 
 REMAT_POLICIES = {
     "none": None,
@@ -60,11 +50,12 @@ REMAT_POLICIES = {
 
 
 def optimizer_metrics(opt_state: optax.OptState) -> Metrics:
-  """``opt/<field>`` for every scalar field or dict entry of ``opt_state`` named in OPT_STATE_METRICS."""
+  """``opt/<field>`` for every scalar field or dict entry of ``opt_state`` named in
+  ``jaxlab.contract.LOGGED_STATE_FIELDS`` (several such states, e.g. inside a chain, are kept apart by path)."""
   out = {}
   for path, leaf in jax.tree_util.tree_flatten_with_path(opt_state)[0]:
     field = (getattr(path[-1], "name", None) or getattr(path[-1], "key", None)) if path else None
-    if field in OPT_STATE_METRICS and jnp.ndim(leaf) == 0:
+    if field in LOGGED_STATE_FIELDS and jnp.ndim(leaf) == 0:
       key = f"opt/{field}"
       if key in out:  # several such states (e.g. inside a chain): keep them apart by path
         key = f"opt/{path_name(path)}"
@@ -119,8 +110,7 @@ def _check_options(grad_accum_steps: int, remat: str, compute_dtype: str | None,
   check_choice(remat, "remat", sorted(REMAT_POLICIES), got=True)
   if compute_dtype is not None:
     check_choice(compute_dtype, "compute_dtype", COMPUTE_DTYPES, "or None", got=True)
-  if guard not in ("cond", "select"):
-    raise InputError(f"guard must be 'cond' or 'select', got {guard!r}")
+  check_choice(guard, "guard", ("cond", "select"), got=True)
 
 
 def train_step_fn(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
@@ -294,8 +284,9 @@ class TrainStep:
   ``step(state, batch, metrics=False)`` runs ``state_only``, the same program returning only the
   state: XLA drops whatever computes nothing but metrics (a Soft MoE's routing statistics, the
   gradient norm, ...) and the state comes out bit-identical (tested for a Soft-MoE DQN agent and
-  a MoMo-trained classifier). A caller that logs rarely (the trainer: once per ``log_every``
-  steps) asks for metrics only on the calls it logs; that program compiles on its first call.
+  a MoMo-trained classifier). A caller that logs rarely (the training loop, on a run with many
+  calls that log nothing: ``jaxlab.train.loop.MIN_UNLOGGED_CALLS``) asks for metrics only on the
+  calls it logs; that program compiles on its first call.
   """
 
   def __init__(self, fn: Callable, batch_spec: Any | None, takes_batch: bool = True,
@@ -382,9 +373,10 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
   Returns:
     A ``TrainStep``: ``step(state, batch) -> (new_state, metrics)`` (``step(state)`` with
     ``collect``); metrics are scalars (``[runs]`` under ``vmap_runs``), including ``loss``,
-    ``grad_norm``, ``nonfinite_skipped`` and ``opt/step_size``, ``opt/lb`` where the optimizer
-    state has them. ``step(state, batch, metrics=False) -> (new_state, None)`` runs the program
-    without its metrics (see ``TrainStep``).
+    ``grad_norm``, ``nonfinite_skipped`` and the optimizer state's ``opt/<field>``
+    (``jaxlab.contract.LOGGED_STATE_FIELDS``: ``opt/step_size``, ``opt/lb`` of MoMo) where it has them.
+    ``step(state, batch, metrics=False) -> (new_state, None)`` runs the program without its metrics
+    (see ``TrainStep``).
   """
   if guard == "auto":
     guard = "select" if vmap_runs else "cond"

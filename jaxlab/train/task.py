@@ -1,18 +1,18 @@
 """The task protocol: what a method gives the trainer (init, loss, data, evaluation, inference).
 
 A task is built once, from a config and the trainer's :class:`~jaxlab.train.context.TaskContext`
-(mesh, runs, devices), by name (``config.task``) through ``TASKS``. Tasks register either with the
-decorator or lazily as ``"module:function"`` strings, so that importing the trainer imports no
-method package (and needs none of the ``rl`` / ``pde`` extras)::
+(mesh, runs, devices), by name (``config.task``) through ``TASKS`` (``jaxlab.tasks.make_task``, in
+the config layer). A factory takes ``(config, ctx)`` and registers with the decorator::
 
-  from jaxlab.train.task import TASKS, Task
+  from jaxlab.train import TASKS, Task
 
   @TASKS.register("my_task")
   def my_task(config, ctx) -> Task:
     ...
 
-A factory registered with the older one-argument signature ``(config)`` is called without the
-context (:func:`make_task` decides from its signature).
+The registry here holds no names of its own: the shipped tasks register lazily, as
+``"module:function"`` strings, in ``jaxlab.tasks`` (importing the trainer imports no method package
+and needs none of the ``rl`` / ``pde`` extras).
 
 Data reaches the loss in one of two ways:
 
@@ -27,7 +27,7 @@ Data reaches the loss in one of two ways:
 
 What the loss learned can flow back into the data: ``update_data(new_state, batch, per_sample)
 -> data_state`` runs after each update with the batch ``collect`` made and the per-sample values
-the loss returned under ``metrics[jaxlab.train.step.PER_SAMPLE]`` (``{name: [B]}`` in the batch's
+the loss returned under ``metrics[jaxlab.contract.PER_SAMPLE]`` (``{name: [B]}`` in the batch's
 rows); a prioritised replay sets its sampled transitions' priorities from their TD losses there
 (the ``dqn_minatar`` task's ``dqn.replay_scheme='prioritized'``).
 """
@@ -35,16 +35,13 @@ rows); a prioritised replay sets its sampled transitions' priorities from their 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from typing import Any, Callable, Mapping
 
 import jax
-import ml_collections
 import numpy as np
 
-from jaxlab.registry import Registry, missing_extra_error
-from jaxlab.train.context import TaskContext
-from jaxlab.train.step import CollectFn, LossFn, UpdateDataFn
+from jaxlab.contract import CollectFn, LossFn, UpdateDataFn
+from jaxlab.registry import Registry
 from jaxlab.train.state import TrainState
 
 
@@ -120,48 +117,6 @@ class Task:
       raise TypeError("Task.update_data updates collect's data state: it needs collect")
 
 
-#: Tasks by name (``config.task``); the shipped ones are registered lazily (imported on first use).
+#: Tasks by name (``config.task``): the registry object, empty here; ``jaxlab.tasks`` registers the shipped
+#: ones lazily, and config files or user code register their own with ``@TASKS.register(name)``.
 TASKS: Registry = Registry("task")
-TASKS.register_lazy("digits_classification", "jaxlab.tasks.classification:digits_classification")
-TASKS.register_lazy("digits_two_tower", "jaxlab.tasks.two_tower:digits_two_tower")
-TASKS.register_lazy("clip_files", "jaxlab.tasks.clip_files:clip_files")
-
-TASKS.register_lazy("dqn_atari", "jaxlab.tasks.dqn_atari:dqn_atari")
-TASKS.register_lazy("dqn_minatar", "jaxlab.tasks.dqn_minatar:dqn_minatar")
-TASKS.register_lazy("pde_operator", "jaxlab.tasks.pde_operator:pde_operator")
-
-
-def _takes_context(factory: Callable[..., Task]) -> bool:
-  """Whether a task factory takes ``(config, ctx)``; False for the older one-argument ``(config)``."""
-  try:
-    signature = inspect.signature(factory)
-  except (TypeError, ValueError):  # a builtin or C callable: assume the current form
-    return True
-  try:
-    signature.bind(None, None)
-  except TypeError:
-    return False
-  return True
-
-
-def make_task(config: ml_collections.ConfigDict, ctx: TaskContext | None = None) -> Task:
-  """The task ``config.task`` names (a name in :data:`TASKS`), built once from ``config`` and ``ctx``.
-
-  Args:
-    config: an experiment config.
-    ctx: what the trainer resolved (mesh, runs, devices); None: ``TaskContext.from_config(config)``,
-      the mesh over all devices.
-
-  Returns:
-    The :class:`Task`, with its :class:`Inference` where the task has one.
-  """
-  factory = TASKS.get(config.task)
-  try:
-    if not _takes_context(factory):
-      return factory(config)
-    return factory(config, TaskContext.from_config(config) if ctx is None else ctx)
-  except ModuleNotFoundError as e:  # a module the task imports when built (envpool, pyarrow)
-    error = missing_extra_error(e, f"task {config.task!r}")
-    if error is None:
-      raise
-    raise error from None

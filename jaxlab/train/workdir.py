@@ -1,6 +1,6 @@
 """A training workdir, read back: its checkpoints, the config saved with them, its logged metrics.
 
-``python -m jaxlab.main --workdir=DIR`` (or ``jaxlab.train.trainer.train``) leaves in ``DIR``:
+``python -m jaxlab.main --workdir=DIR`` (or ``jaxlab.experiment.train``) leaves in ``DIR``:
 
 * ``checkpoints/<step>/``: the train state and the config it was trained with, per complete step
   (orbax's layout, which only ``jaxlab.train.checkpoint`` knows);

@@ -4,7 +4,7 @@ A new run writes them (process 0). A resumed run must find the same text: a toke
 on the captions at run start, say, comes out different when the captions file changed, and the
 checkpoint's embedding rows would then silently belong to other words. So a resumed run whose
 file differs is refused (a missing one is written again); for a JSON file, such as the data
-fingerprint (``jaxlab.train.data_fingerprint``), the message names the first key that differs.
+fingerprint (``jaxlab.data_fingerprint``), the message names the first key that differs.
 """
 
 from __future__ import annotations

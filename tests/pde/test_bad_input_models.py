@@ -26,7 +26,8 @@ from jaxlab.pde.dpot import DPOTBlock  # noqa: E402
 from jaxlab.pde.fno import FNO2d, spectral_conv2d  # noqa: E402
 from jaxlab.pde.layers import get_activation, group_norm  # noqa: E402
 from jaxlab.pde.sizes import make_dpot  # noqa: E402
-from jaxlab.train.task import make_task  # noqa: E402
+from jaxlab.experiment import task_context  # noqa: E402
+from jaxlab.tasks import make_task  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
@@ -70,7 +71,7 @@ def _task(**overrides: Any) -> Callable[[], Any]:
     c.data.cache_dir = tempfile.mkdtemp()  # nothing is generated before the checks
     with c.model.unlocked():
       c.model.update(overrides)
-    return make_task(c)
+    return make_task(c, task_context(c))
   return build
 
 

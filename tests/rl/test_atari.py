@@ -1,8 +1,10 @@
-"""Atari through envpool: Dopamine's preprocessing settings, shapes, both stepping routes, runs in one pool."""
+"""Atari through envpool: Dopamine's preprocessing settings, shapes, both stepping routes, runs in one pool
+(the routes, the runs and the reset step also through the "ale_py" backend; its own tests: test_atari_ale.py)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jaxlab.rl.atari import available_games, env_seeds, make_atari, push_frame
@@ -41,26 +43,29 @@ def test_the_pool_runs_dopamines_preprocessing():
   assert {"Pong", "Breakout", "SpaceInvaders", "MsPacman", "Qbert"} <= set(available_games())
 
 
-def test_xla_and_callback_routes_agree_and_runs_share_one_pool():
+@pytest.mark.parametrize("backend", ["envpool", "ale_py"])
+def test_xla_and_callback_routes_agree_and_runs_share_one_pool(backend):
   """One pool of 2 runs x 2 envs, vmapped (both routes, the callback one in an 8-device program),
   equals two one-run pools with those seeds: the same emulators, bit for bit (ALE is deterministic
   given its seed and actions)."""
   actions = _random_actions(6, (2, 2))
   mesh = jax.make_mesh((8,), ("data",), devices=jax.devices()[:8])
-  routes = {via: make_atari("Pong", num_envs=2, seeds=(3, 4), step_via=via) for via in ("xla", "callback")}
+  routes = {via: make_atari("Pong", num_envs=2, seeds=(3, 4), step_via=via, backend=backend)
+            for via in ("xla", "callback")}
   xla = _play(routes["xla"], actions)
   callback = _play(routes["callback"], actions, NamedSharding(mesh, P()))
   for run, seed in enumerate((3, 4)):
-    single = _play(make_atari("Pong", num_envs=2, seeds=(seed,)), actions[:, run])
+    single = _play(make_atari("Pong", num_envs=2, seeds=(seed,), backend=backend), actions[:, run])
     for got in (xla, callback):
       jax.tree.map(lambda a, b: np.testing.assert_array_equal(a[:, run], b), got, single)
   assert not np.array_equal(xla.frame[:, 0], xla.frame[:, 1])  # the two runs' games differ
 
 
-def test_an_episode_end_is_followed_by_a_reset_step():
-  env = make_atari("Pong", num_envs=1, max_episode_steps=3)
+@pytest.mark.parametrize("backend", ["envpool", "ale_py"])
+def test_an_episode_end_is_followed_by_a_reset_step(backend):
+  env = make_atari("Pong", num_envs=1, max_episode_steps=3, backend=backend)
   out = _play(env, _random_actions(6, (1,)))
-  # truncated at agent steps 3, 7, 11, ...: step 4 is envpool's reset step (not done, reward 0)
+  # truncated at agent steps 3, 7, 11, ...: step 4 is the pool's reset step (not done, reward 0)
   np.testing.assert_array_equal(out.truncated[:8, 0], [0, 0, 1, 0, 0, 0, 1, 0])
   assert not out.terminated.any() and out.reward[3, 0] == 0
   np.testing.assert_array_equal(out.frame[3, 0], env.initial[0])  # Pong restarts on the same screen

@@ -1,4 +1,4 @@
-"""Bad input to the Atari task, its envpool pool and its frame replay: each case ends in ONE clear line.
+"""Bad input to the Atari task, its envpool (and ale-py) pool and its frame replay: each case ends in ONE clear line.
 
 Collected with the other sweeps by ``python tests/test_bad_input_sweep.py``. Every config case
 fails while the task is built, before anything is initialised or compiled.
@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from configs import dqn_atari  # noqa: E402
 from jaxlab.rl.atari import make_atari  # noqa: E402
 from jaxlab.rl.replay_frames import make_frame_replay  # noqa: E402
-from jaxlab.train.task import make_task  # noqa: E402
+from jaxlab.experiment import task_context  # noqa: E402
+from jaxlab.tasks import make_task  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
@@ -32,7 +33,7 @@ def _task(**overrides: Any) -> Callable[[], Any]:
     for k, v in overrides.items():
       node, _, leaf = k.rpartition(".")
       (c[node] if node else c)[leaf] = v
-    return make_task(c)
+    return make_task(c, task_context(c))
   return run
 
 
@@ -55,6 +56,20 @@ def _pong() -> Any:
 
 
 CASES: list[Case] = [
+    ("atari task", "a million evaluation games", _task(**{"dqn.eval_episodes": 10**6}),
+     "dqn.eval_episodes=1000000; must be an int in [0, 1000]"),
+    ("atari task", "zero epsilon without noisy nets", _task(**{"dqn.epsilon_schedule": "zero"}),
+     "dqn.epsilon_schedule='zero' with network.noisy=False: the agent would never explore"),
+    ("atari task", "horizon that every truncated episode cuts",
+     _task(**{"dqn.update_horizon": 25, "env.time_limit_is_terminal": False}),
+     "dqn.update_horizon=25 with env.max_episode_steps=25 and env.time_limit_is_terminal=False"),
+    ("atari task", "prioritised replay smaller than a batch",
+     _task(**{"dqn.replay_scheme": "prioritized", "dqn.replay_capacity": 20, "dqn.min_replay_history": 8}),
+     "batch_size=32 is larger than the prioritised replay's 12 1-step transitions (dqn.replay_capacity=20"),
+    ("atari task", "huber loss under C51", _task(**{"network.num_atoms": 51, "dqn.loss": "huber"}),
+     "dqn.loss='huber' has no effect under C51"),
+    ("atari task", "a C51 support no clipped reward fits in", _task(**{"network.num_atoms": 51, "dqn.vmax": 1e-6}),
+     "dqn.vmax=1e-06 with dqn.clip_rewards=True"),
     ("atari task", "unknown game", _task(**{"env.name": "Zork"}),
      "unknown Atari game 'Zork' (env.name); envpool has"),
     ("atari task", "MinAtar-style lower-case name", _task(**{"env.name": "space_invaders"}),
@@ -70,6 +85,10 @@ CASES: list[Case] = [
      "max_episode_steps=25000.0; must be an int in [1, 2**31)"),
     ("atari pool", "full action space 'yes'", lambda: make_atari("Pong", full_action_space="yes"),
      "full_action_space='yes'; must be True or False"),
+    ("atari task", "unknown backend", _task(**{"env.backend": "gym"}),
+     "env.backend='gym'; choose one of ('ale_py', 'envpool')"),
+    ("atari task", "a game ale-py has no ROM for", _task(**{"env.backend": "ale_py", "env.name": "Zork"}),
+     "unknown Atari game 'Zork' (env.name); ale_py has"),
     ("atari task", "unknown stepping route", _task(**{"env.step_via": "gpu"}),
      "env.step_via='gpu'; choose one of ('auto', 'xla', 'callback')"),
     ("atari task", "num_envs not dividing the update period", _task(**{"env.num_envs": 3}),

@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from configs import dqn_minatar as dqn_config  # noqa: E402
 from jaxlab.rl import dqn  # noqa: E402
-from jaxlab.train.task import make_task  # noqa: E402
+from jaxlab.experiment import task_context  # noqa: E402
+from jaxlab.tasks import make_task  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
@@ -37,7 +38,7 @@ def _task(**overrides: Any) -> Callable[[], Any]:
         node = node[p]
       with node.unlocked():
         node[leaf] = value
-    return make_task(c)
+    return make_task(c, task_context(c))
   return build
 
 
@@ -168,6 +169,19 @@ CASES: list[Case] = [
      "dqn.update_horizon=0; must be an int in [1, 1000]"),
     ("dqn task", "horizon longer than the replay's rows", _task(**{"dqn.update_horizon": 600}),
      "dqn.replay_capacity=512 with env.num_envs=1 leaves 512 slots per env; a transition needs 601"),
+    ("dqn task", "horizon that leaves fewer transitions than a batch", _task(**{"dqn.update_horizon": 500}),
+     "dqn.update_horizon=500 leaves the replay 12 500-step transitions (dqn.replay_capacity=512, env.num_envs=1), "
+     "fewer than batch_size=32; lower dqn.update_horizon or raise dqn.replay_capacity"),
+    ("dqn task", "horizon that every episode's time limit cuts",
+     _task(**{"env.max_episode_steps": 3, "dqn.update_horizon": 3}),
+     "dqn.update_horizon=3 with env.max_episode_steps=3: every episode is truncated within 3 steps"),
+    ("dqn task", "horizon beyond a gymnax environment's own time limit",
+     _task(**{"env.name": "CartPole-v1", "dqn.update_horizon": 500}),
+     "dqn.update_horizon=500 with CartPole-v1's own time limit=500: every episode is truncated within 500 steps"),
+    ("dqn task", "huber loss under C51", _task(**{"network.num_atoms": 51, "dqn.loss": "huber"}),
+     "dqn.loss='huber' has no effect under C51 (network.num_atoms=51: the loss is the cross-entropy"),
+    ("dqn task", "a C51 support no clipped reward fits in", _task(**{"network.num_atoms": 51, "dqn.vmax": 1e-6}),
+     "dqn.vmax=1e-06 with dqn.clip_rewards=True: one clipped reward (1) already leaves the support"),
     ("td_loss", "a support with scalar Q-values", lambda: dqn.td_loss(
         lambda p, o: (o @ p["w"], {}), {"w": jnp.zeros((2, 2))}, {"w": jnp.zeros((2, 2))},
         SimpleNamespace(obs=jnp.ones((1, 2)), action=jnp.zeros(1, jnp.int32), reward=jnp.ones(1),

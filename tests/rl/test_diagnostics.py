@@ -12,7 +12,7 @@ from configs import dqn_minatar
 from jaxlab.rl import diagnostics
 from jaxlab.rl.networks import QNetwork
 from jaxlab.train.metrics_writer import read_metrics
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 from tests.bad_input import assert_one_clear_line
 
 

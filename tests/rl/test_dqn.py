@@ -16,8 +16,9 @@ from jaxlab.rl.networks import QNetwork
 from tests.tolerances import ops_rtol, steps_tol
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.train.state import make_init_fn
-from jaxlab.train.task import make_task
-from jaxlab.train.trainer import train
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
+from jaxlab.experiment import train
 
 
 def _linear_q(params, obs):
@@ -143,7 +144,8 @@ def test_log_routing_off_drops_the_statistics_but_keeps_the_auxiliary_losses():
 
 
 def test_soft_moe_agent_logs_routing_from_its_acting_passes():
-  task = make_task(_tiny(**{"network.head": "softmoe", "network.num_experts": 2}))
+  config = _tiny(**{"network.head": "softmoe", "network.num_experts": 2})
+  task = make_task(config, task_context(config))
   state = jax.jit(make_init_fn(task.init_params, optax.adam(1e-3), task.init_extra, task.init_data))(
       jax.random.key(0))
   _, batch, collected = jax.jit(task.collect)(state, jax.random.key(1))
@@ -156,7 +158,7 @@ def test_soft_moe_agent_logs_routing_from_its_acting_passes():
 
 def _top1_task_and_batch(**overrides):
   config = _tiny(**{"network.head": "top1", "network.num_experts": 4, **overrides})
-  task = make_task(config)
+  task = make_task(config, task_context(config))
   params = task.init_params(jax.random.key(0))
   obs = jax.random.bernoulli(jax.random.key(1), 0.3, (32, 10, 10, 4))
   batch = SimpleNamespace(obs=obs, action=jnp.arange(32, dtype=jnp.int32) % 6, reward=jnp.ones(32),
@@ -211,7 +213,8 @@ def _tiny(**overrides):
 
 @pytest.mark.parametrize("num_envs", [1, 2, 4])
 def test_num_envs_does_not_change_the_update_to_data_ratio(num_envs):
-  task = make_task(_tiny(**{"env.num_envs": num_envs}))
+  config = _tiny(**{"env.num_envs": num_envs})
+  task = make_task(config, task_context(config))
   assert task.throughput == {"frames": 4}  # update_period 4: 1/4 updates per frame, Dopamine's
 
 
@@ -223,7 +226,7 @@ def test_two_envs_act_update_period_frames_per_update(tmp_path):
 
 
 def _evaluate(config, params_seed=0, rng=jax.random.key(7)):
-  task = make_task(config)
+  task = make_task(config, task_context(config))
   params = task.init_params(jax.random.key(params_seed))
   return task, params, jax.jit(lambda p, k: task.evaluate(SimpleNamespace(params=p), k))(params, rng)
 

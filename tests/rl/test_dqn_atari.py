@@ -16,7 +16,8 @@ from jaxlab.rl.atari import make_atari
 from jaxlab.rl.replay_frames import make_frame_replay
 from jaxlab.tasks.dqn_atari import make_env_step, resolve_step_via
 from jaxlab.train.mesh import make_mesh
-from jaxlab.train.task import make_task
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -45,7 +46,7 @@ def test_tiny_cli_run_trains_on_pong(tmp_path):
 
 def test_prefill_bookkeeping_and_a_new_pool_restarts_the_episodes():
   config = _tiny()
-  task = make_task(config)
+  task = make_task(config, task_context(config))
   inference = task.inference
   assert task.throughput == {"agent_steps": 4, "frames": 16}
   env = inference.data["env"]
@@ -77,13 +78,13 @@ def test_step_via_auto_picks_the_route_the_mesh_allows():
   assert resolve_step_via("auto", mesh) == ("xla" if jax.device_count() == 1 else "callback")
   assert resolve_step_via("callback", mesh) == "callback"
   if jax.device_count() > 1:
-    with pytest.raises(InputError, match="env.step_via='xla' runs envpool's custom calls in a one-device"):
+    with pytest.raises(InputError, match="env.step_via='xla' runs the emulator pool's custom calls in a one-device"):
       resolve_step_via("xla", mesh)
 
 
 @pytest.mark.slow
 def test_eight_vmapped_seeds_step_one_pool_on_eight_devices(tmp_path):
-  from jaxlab.train.trainer import train
+  from jaxlab.experiment import train
   result = train(_tiny(**{"runs.seeds": 8}), str(tmp_path), progress=False)  # callback route, 8 devices
   state = jax.device_get(result.state)
   assert state.params["Dense_0"]["kernel"].shape[0] == 8

@@ -13,7 +13,7 @@ from jaxlab.rl import dqn
 from jaxlab.rl.networks import QNetwork
 from jaxlab.rl.replay import TimeStep, make_replay, n_step_transitions
 from jaxlab.train.metrics_writer import read_metrics
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 
 
 def _logits_fn(params, obs):

@@ -12,7 +12,8 @@ from jaxlab.optim import optimizer_from_config
 from jaxlab.tasks import dqn_minatar as task_module
 from jaxlab.train import make_train_step
 from jaxlab.train.state import make_init_fn
-from jaxlab.train.task import make_task
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 
 
 def _program(monkeypatch, apart: bool, seeds: int = 1):
@@ -22,7 +23,7 @@ def _program(monkeypatch, apart: bool, seeds: int = 1):
                         lambda replay, state, rng, gamma: replay.sample_transitions(state, rng, gamma))
   c = dqn_minatar.get_config("tiny")
   c.env.num_envs = 4
-  task = make_task(c)
+  task = make_task(c, task_context(c))
   opt = optimizer_from_config(c.optimizer, c.num_steps)
   init = make_init_fn(task.init_params, opt, task.init_extra, task.init_data)
   keys = jax.random.split(jax.random.key(0), seeds)

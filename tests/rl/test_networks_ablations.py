@@ -13,7 +13,7 @@ import pytest
 from configs import rl_expert_scaling
 from jaxlab.errors import InputError
 from jaxlab.moe import experts as experts_lib
-from jaxlab.rl.dqn_config import q_network_from_config
+from jaxlab.tasks.dqn_config import q_network_from_config
 from jaxlab.rl.networks import ACTIVATIONS, QNetwork, param_count, scaled_single_expert
 from jaxlab.rl.networks_tokens import per_conv
 from tests.bad_input import assert_one_clear_line

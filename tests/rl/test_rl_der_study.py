@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import rl_der_study
 from benchmarks.rl_der_study import cell_config, main, train_iterations
-from jaxlab.train.validate import validate_trainer_config
+from jaxlab.experiment.validate import validate_trainer_config
 
 pytest.importorskip("envpool")
 
@@ -31,6 +31,10 @@ def test_a_cell_is_ders_config_within_the_agent_step_budget(head):
   agent_steps = c.dqn.min_replay_history + c.dqn.update_horizon + c.num_steps
   assert 100_000 - c.steps_per_call < agent_steps <= 100_000 and c.num_steps % c.steps_per_call == 0
   assert c.log_every == rl_der_study.ITERATION_STEPS
+  assert (c.env.backend, c.env.step_via) == ("envpool", "auto")  # --backend / --step_via: the GPU plan's ale_py
+  ale = cell_config("Breakout", head, agent_steps=100_000, seeds=3, size="real", eval_episodes=100, backend="ale_py",
+                    step_via="callback")
+  assert (ale.env.backend, ale.env.step_via) == ("ale_py", "callback")
 
 
 def test_train_iterations_is_the_mean_of_the_episodes_that_ended_in_each():
@@ -62,7 +66,7 @@ def test_the_report_is_built_from_the_cell_files_and_compares_heads_on_the_same_
   result = rl_der_study.run_study(args)
   assert json.loads((tmp_path / "der.json").read_text()) == result
   assert result["budget"] == {"agent_steps": 100_000, "frames": 400_000, "games": ["Pong", "Boxing"], "seeds": 3,
-                              "heads": ["dense", "softmoe"], "size": "real", "eval_episodes": 100}
+                              "heads": ["dense", "softmoe"], "size": "real", "eval_episodes": 100, "backend": "envpool"}
   assert result["not_run"] == ["Boxing/softmoe"] and set(result["cells"]) == {"Pong/dense", "Pong/softmoe", "Boxing/dense"}
   iqm = result["iqm_human_normalized"]  # Pong only: the game both heads finished
   assert iqm["dense"]["games"] == ["Pong"] and iqm["dense"]["runs"] == 3

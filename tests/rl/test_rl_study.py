@@ -10,9 +10,10 @@ from benchmarks.rl_study_cells import cell_config, run_labels, units
 from configs.rl_expert_scaling import scaled_dqn
 from jaxlab.config_files import load_config
 from jaxlab.optim.config import optimizer_from_config
-from jaxlab.train.runs import runs_from_config
-from jaxlab.train.task import make_task
-from jaxlab.train.validate import validate_trainer_config
+from jaxlab.experiment import runs_from_config
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
+from jaxlab.experiment.validate import validate_trainer_config
 
 STUDIES = [(m, arg) for m in (rl_expert_scaling, rl_momo_dqn) for arg in (None, "small")] + [
     (rl_expert_scaling, "two_games"), (rl_expert_scaling, "full"), (rl_expert_scaling, "full_smoke"),
@@ -34,7 +35,7 @@ def test_every_cell_builds_a_trainer_config(module, arg):
       assert list(runs.hparams["learning_rate"]) == [pytest.approx(l["lr"]) for l in labels]
     assert list(runs.seeds) == [c.seed + l["seed"] for l in labels]
     optimizer_from_config(c.optimizer, c.num_steps, swept=tuple(runs.hparams))
-    task = make_task(c)
+    task = make_task(c, task_context(c))
     shapes = jax.eval_shape(task.init_params, jax.random.key(0))
     params_by_cell[key] = sum(x.size for x in jax.tree.leaves(shapes))
     # Dopamine's settings kept; decay and warm-up scaled with the run length.

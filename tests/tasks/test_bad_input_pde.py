@@ -23,9 +23,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from configs import dpot_pde  # noqa: E402
 from jaxlab.pde.data import dataset_dir, fno_navier_stokes  # noqa: E402
 from jaxlab.pde.rollout import rollout, rollout_l2re  # noqa: E402
-from jaxlab.train.task import make_task  # noqa: E402
+from jaxlab.experiment import task_context  # noqa: E402
+from jaxlab.tasks import make_task  # noqa: E402
 from jaxlab.train.checkpoint import Checkpointer  # noqa: E402
-from jaxlab.train.trainer import train  # noqa: E402
+from jaxlab.experiment import train  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
@@ -45,7 +46,10 @@ def _cfg(arg: str = "tiny", **overrides: Any):
 
 
 def _task(arg: str = "tiny", **overrides: Any) -> Callable[[], Any]:
-  return lambda: make_task(_cfg(arg, **overrides))
+  def build() -> Any:
+    config = _cfg(arg, **overrides)
+    return make_task(config, task_context(config))
+  return build
 
 
 def _non_finite_data():
@@ -58,7 +62,7 @@ def _non_finite_data():
   data[1, 3, 5, 5, 0] = np.nan
   np.save(folder / "trajectories.npy", data)
   (folder / "settings.json").write_text(json.dumps(spec.settings()))
-  return make_task(config)
+  return make_task(config, task_context(config))
 
 
 def _pretrained_with_two_channels():
@@ -122,7 +126,7 @@ CASES: list[Case] = [
      "has no 'trajectories' key"),
     ("pde task", "t_in larger than the trajectories", _task(t_in=8),
      "t_in=8 + t_out=1 frames exceed data set 'ns_fno_nu1e-03' (data.sets[0])'s 8 frames (FNO's u, w0 dropped"),
-    ("pde task", "t_in=0", _task(t_in=0), "t_in=0 must be an int >= 1"),
+    ("pde task", "t_in=0", _task(t_in=0), "t_in=0; must be an int >= 1"),
     ("pde task", "rollout longer than the trajectories", _task(**{"data.rollout_steps": 6}),
      "t_in=3 + data.rollout_steps=6 exceed data set 'ns_fno_nu1e-03' (data.sets[0])'s 8 frames"),
     ("pde task", "a set's t_test longer than its trajectories",
@@ -135,7 +139,7 @@ CASES: list[Case] = [
      "t_in + the test horizon must be <= 30"),
     ("pde task", "t_test of 0", _task(**{"data.sets": ({"family": "ns_fno", "trajectories": 12, "num_frames": 8,
                                                         "t_test": 0},)}),
-     "data.sets[0].t_test=0 must be an int >= 1"),
+     "data.sets[0].t_test=0; must be an int >= 1"),
     ("pde task", "num_channels below the widest set", _task("mixture_tiny", **{"data.num_channels": 1}),
      "data.num_channels=1 is below the widest data set's 2 channels"),
     ("pde task", "weights of another length", _task("mixture_tiny", **{"data.weights": (1.0,)}),
@@ -173,7 +177,7 @@ CASES: list[Case] = [
     ("pde task", "zero frames in a set", _task(**{"data.sets": _ns_set(num_frames=0)}),
      "data.sets[0]: num_frames=0 of family 'ns_fno'; must be an int >= 1"),
     ("pde task", "zero trajectories in a set", _task(**{"data.sets": _ns_set(trajectories=0)}),
-     "data.sets[0].trajectories=0 must be an int >= 1"),
+     "data.sets[0].trajectories=0; must be an int >= 1"),
     ("pde task", "negative seed of a set", _task(**{"data.sets": _ns_set(seed=-1)}),
      "data.sets[0]: seed=-1 must be an int in [0, 2^63)"),
     ("pde task", "a set that is not a dict", _task(**{"data.sets": ("ns_fno",)}),
@@ -183,7 +187,7 @@ CASES: list[Case] = [
      "data.resolution=33 must be an even int >= 8"),
     # the train/test split and the evaluation
     ("pde task", "eval_trajectories=-1", _task(**{"data.eval_trajectories": -1}),
-     "data.eval_trajectories=-1 must be an int >= 0"),
+     "data.eval_trajectories=-1; must be an int >= 0"),
     ("pde task", "eval_trajectories above num_test", _task(**{"data.eval_trajectories": 5}),
      "data.eval_trajectories=5 exceeds data.num_test=2; must be in [0, 2]"),
     ("pde task", "num_test=0 (nothing to evaluate)", _task(**{"data.num_test": 0}),
@@ -207,7 +211,7 @@ CASES: list[Case] = [
      "model.out_channels=3 does not match the data's 1 channels; set data.num_channels=3 to pad the data to it"),
     ("pde task", "negative num_channels", _task(**{"data.num_channels": -1}),
      "data.num_channels=-1 is below the widest data set's 1 channels; must be 0 (the widest set's) or an int >= 1"),
-    ("pde task", "FNO modes of 0", _task("fno_tiny", **{"model.modes": 0}), "model.modes=0 must be an int >= 1"),
+    ("pde task", "FNO modes of 0", _task("fno_tiny", **{"model.modes": 0}), "model.modes=0; must be an int >= 1 (Fourier modes kept per axis)"),
     ("pde task", "checkpoint with other channels than the data", _pretrained_with_two_channels,
      "was trained with 2 channels, this run's data have 1; set data.num_channels=2"),
     ("pde task", "checkpoint with another channel padding", _pretrained_with_zero_padding,

@@ -16,9 +16,10 @@ import jaxlab
 from configs.clip_files import get_config
 from jaxlab.errors import InputError
 from jaxlab.ot_clip.data import tokenizer as tokenizer_lib
-from jaxlab.train.data_fingerprint import FINGERPRINT_FILE
-from jaxlab.train.task import make_task
-from jaxlab.train.trainer import train
+from jaxlab.data_fingerprint import FINGERPRINT_FILE
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
+from jaxlab.experiment import train
 from jaxlab.train.workdir_files import write_workdir_files
 from tests.ot_clip.data.conftest import embedding_arrays, write_image_folder
 
@@ -81,16 +82,16 @@ def test_a_resume_checks_the_data_fingerprint(tmp_path):
   config.data.dir = str(tmp_path / "pairs")
   workdir = tmp_path / "run"
   workdir.mkdir()
-  write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=False)
+  write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=False)
   fingerprint = json.loads((workdir / FINGERPRINT_FILE).read_text())
   assert fingerprint["pairs"] == 20 and fingerprint["images"]["count"] == 20
-  write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)  # unchanged: fine
+  write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=True)  # unchanged: fine
   moved = shutil.copytree(tmp_path / "pairs", tmp_path / "moved")  # the same data elsewhere: what it is counts
   config.data.dir = str(moved)
-  write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)
+  write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=True)
   config.data.dir = str(tmp_path / "pairs")
   with open(captions, "a") as f:
     f.write("img_00.png,a red square on white,red\n")
   with pytest.raises(InputError, match=r"data_fingerprint.json differs from the data_fingerprint.json this run "
                                        r"derives from its data now \(captions\['sha256'\]: '"):
-    write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)
+    write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=True)

@@ -12,10 +12,10 @@ from jax.sharding import PartitionSpec as P
 from configs import dpot_moe
 from jaxlab.errors import InputError
 from jaxlab.pde.sizes import make_dpot
-from jaxlab.pde.data.from_config import channels_of
-from jaxlab.pde.model_from_config import build_model
+from jaxlab.tasks.pde_data import channels_of
+from jaxlab.tasks.pde_model import build_model
 from jaxlab.train.metrics_writer import read_metrics
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 from tests.pde.fixtures import DPOT_STEP_OPS
 from tests.tolerances import steps_tol
 

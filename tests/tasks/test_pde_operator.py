@@ -16,12 +16,13 @@ import pytest
 
 from configs import dpot_pde
 from jaxlab.pde.data import make_dataset, rollout_eval_data
-from jaxlab.pde.data.from_config import channels_of
-from jaxlab.pde.model_from_config import build_model
+from jaxlab.tasks.pde_data import channels_of
+from jaxlab.tasks.pde_model import build_model
 from jaxlab.pde.rollout import rollout, rollout_l2re
-from jaxlab.train.task import make_task
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 from jaxlab.train.metrics_writer import read_metrics
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 from tests.pde.fixtures import DPOT_STEP_OPS
 from tests.tolerances import assert_close_to_scale, ops_rtol, steps_tol
 
@@ -155,7 +156,7 @@ def _mixed_batch(task, padded_rows):
 def test_padded_channel_contributes_nothing_to_the_loss(cache):
   config = _config(cache)
   config.data.channel_padding = "zeros_masked"   # jaxlab's earlier rule (the default is DPOT's ones)
-  task = make_task(config)
+  task = make_task(config, task_context(config))
   params = task.init_params(jax.random.key(0))
   batch, one_channel = _mixed_batch(task, lambda b: b["mask"][:, 0, 0, 0, 1] == 0)
   assert not np.any(batch["x"][one_channel, ..., 1]) and not np.any(batch["y"][one_channel, ..., 1])
@@ -172,7 +173,8 @@ def test_padded_channel_contributes_nothing_to_the_loss(cache):
 def test_dpots_ones_padding_is_trained_on_and_kept_in_the_rollout(cache):
   """DPOT pads missing channels with ones (utils/griddataset.py:98) and its training mask is all ones
   (:157): the padded channel is a target like any other. Only the evaluation masks it out."""
-  task = make_task(_config(cache))   # default data.channel_padding="ones"
+  config = _config(cache)  # default data.channel_padding="ones"
+  task = make_task(config, task_context(config))
   params = task.init_params(jax.random.key(0))
   # NS rows: channel 1 is padding (diffusion-reaction's v is never exactly 1.0)
   batch, one_channel = _mixed_batch(task, lambda b: b["x"][:, 0, 0, 0, 1] == 1.0)
@@ -195,7 +197,7 @@ def test_mixture_weights_reach_the_batches(cache):
     config = _config(cache, batch_size=16)
     config.data.weights, config.data.mixture_rule = weights, rule
     config.data.channel_padding = "zeros_masked"   # the mask then tells the 2-channel rows
-    task = make_task(config)
+    task = make_task(config, task_context(config))
     masks = [task.host_batch(step, np.arange(16), 0)["mask"][:, 0, 0, 0, 1] for step in range(40)]
     return float(np.mean(np.concatenate(masks)))
   # DPOT's rule: ~ training trajectories x weight; NS has 10, diffusion-reaction 4 (12 and 6, 2 test each)
@@ -241,7 +243,7 @@ def test_rollout_keeps_padded_channels_at_zero():
 
 def test_summary_names_the_papers_count_for_paper_sizes():
   import ml_collections
-  from jaxlab.pde.model_from_config import paper_count
+  from jaxlab.tasks.pde_model import paper_count
   assert paper_count(ml_collections.ConfigDict({"model": {"name": "dpot", "size": "Ti"}})) == (
       " (DPOT-Ti: the paper's 7,534,643 parameters include a 12-way class head)")
   assert paper_count(ml_collections.ConfigDict({"model": {"name": "dpot", "size": "cpu_small"}})) == ""
@@ -255,7 +257,7 @@ def test_fine_tune_channel_advice_works_when_followed():
   import re
 
   from jaxlab.errors import InputError
-  from jaxlab.pde.operator_config import check_config
+  from jaxlab.tasks.pde_config import check_config
 
   def refusal(config, saved):
     with pytest.raises(InputError) as e:

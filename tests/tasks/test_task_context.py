@@ -1,13 +1,14 @@
-"""A task is built once, from its config and the trainer's TaskContext; one-argument factories still work."""
+"""A task is built once, from its config and the TaskContext the config layer resolved; a one-argument factory is refused."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
+from jaxlab.errors import InputError
+from jaxlab.experiment import make_train_setup, task_context, trainer_config
+from jaxlab.tasks import make_task
 from jaxlab.train import TASKS, Inference, Task, TaskContext
-from jaxlab.train.config import trainer_config
-from jaxlab.train.task import make_task
-from jaxlab.train.trainer import make_train_setup
 
 SEEN: list = []  # (config, ctx) of each build
 
@@ -56,15 +57,21 @@ def test_the_trainer_builds_the_task_once_with_its_own_mesh_and_runs():
   assert setup.task.inference is not None and "predict" in setup.task.inference.fns
 
 
-def test_a_one_argument_factory_is_called_with_the_config_only():
+def test_a_one_argument_factory_is_refused_in_one_line_naming_the_new_form():
   SEEN.clear()
-  setup = make_train_setup(_config("test_legacy_line"))
-  assert len(SEEN) == 1 and SEEN[0][1] is None and setup.task.host_batch is not None
-  assert make_task(_config("test_legacy_line")).inference is not None
+  message = (r"task 'test_legacy_line': its factory 'legacy_line' does not take \(config, ctx\); a task factory "
+             r"is def factory\(config, ctx\) -> Task")
+  with pytest.raises(InputError, match=message):
+    make_train_setup(_config("test_legacy_line"))
+  config = _config("test_legacy_line")
+  with pytest.raises(InputError, match=message):
+    make_task(config, task_context(config))
+  assert not SEEN  # refused before the factory ran
 
 
-def test_make_task_without_a_context_resolves_one_over_all_devices():
+def test_the_config_layer_resolves_the_context_over_all_devices():
   SEEN.clear()
-  make_task(_config("test_context_line"))
-  _, ctx = SEEN[0]
-  assert ctx.mesh.devices.size == jax.device_count() and ctx.runs is None
+  config = _config("test_context_line")
+  ctx = task_context(config)
+  make_task(config, ctx)
+  assert SEEN[0][1] is ctx and ctx.mesh.devices.size == jax.device_count() and ctx.runs is None

@@ -12,7 +12,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from configs import digits_mlp  # noqa: E402
-from jaxlab.train.trainer import train  # noqa: E402
+from jaxlab.experiment import train  # noqa: E402
 
 config = digits_mlp.get_config("tiny")
 config.num_steps, config.log_every, config.checkpoint_every, config.eval_every = 1500, 10, 1000, 1000

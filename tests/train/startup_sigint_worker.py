@@ -29,9 +29,9 @@ if point == "config":
   import jaxlab.config_files
   _interrupting(jaxlab.config_files, "load_config")
 elif point == "setup":
-  import jaxlab.train.trainer
-  _interrupting(jaxlab.train.trainer, "_setup")
+  import jaxlab.experiment.trainer
+  _interrupting(jaxlab.experiment.trainer, "_setup")
 elif point == "step":
-  import jaxlab.train.trainer
-  _interrupting(jaxlab.train.trainer._Programs, "__call__")
+  import jaxlab.train.loop
+  _interrupting(jaxlab.train.loop._Programs, "__call__")
 runpy.run_module("jaxlab.main", run_name="__main__", alter_sys=True)

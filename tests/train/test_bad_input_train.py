@@ -29,9 +29,9 @@ from jaxlab.optim import optimizer_from_config  # noqa: E402
 from jaxlab.train import TrainState, make_train_step  # noqa: E402
 from jaxlab.train import checkpoint as checkpoint_lib  # noqa: E402
 from jaxlab.train.checkpoint import Checkpointer  # noqa: E402
-from jaxlab.train.runs import runs_from_config  # noqa: E402
-from jaxlab.train.trainer import train  # noqa: E402
-from jaxlab.train.validate import validate_trainer_config  # noqa: E402
+from jaxlab.experiment import runs_from_config  # noqa: E402
+from jaxlab.experiment import train  # noqa: E402
+from jaxlab.experiment.validate import validate_trainer_config  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]

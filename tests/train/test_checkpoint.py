@@ -12,8 +12,9 @@ import pytest
 
 from configs import digits_mlp
 from jaxlab.errors import CheckpointError, InputError
-from jaxlab.train.checkpoint import Checkpointer, restore_params
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
+from jaxlab.train.checkpoint import restore_params
+from jaxlab.train.workdir import Workdir
 
 
 def _config(**overrides):
@@ -34,7 +35,7 @@ def _steps(workdir):
 def test_keep_policy_and_config_saved_beside(tmp_path):
   train(_config(checkpoint_keep=2, checkpoint_keep_period=8), str(tmp_path), progress=False)
   assert _steps(str(tmp_path)) == [8, 16, 20]  # newest two, plus multiples of 8
-  saved = Checkpointer(str(tmp_path / "checkpoints"), 4).saved_config(20)
+  saved = Workdir(str(tmp_path)).saved_config(20)
   assert saved["model"]["hidden"] == [32, 16] and saved["optimizer"]["name"] == "adam"
 
 

@@ -22,7 +22,7 @@ from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
 from jaxlab.train.step import train_step_fn
-from jaxlab.train.trainer import build_state_init, train
+from jaxlab.experiment import build_state_init, task_context, train
 from tests.ot_clip.data.conftest import write_image_folder
 from tests.tolerances import BF16_LOSS_RTOL
 
@@ -86,7 +86,7 @@ def _losses(name, cache):
   too); of the float32 step only its loss is used, so XLA drops its backward pass and update.
   """
   c = _config(name, "bfloat16", cache)
-  task, _, optimizer, init, init_args = build_state_init(c)
+  task, _, optimizer, init, init_args = build_state_init(c, task_context(c))
   state = _compile(init, *init_args)(*init_args)
   batch = None if task.host_batch is None else task.host_batch(0, np.arange(c.batch_size), c.seed)
   options = dict(collect=task.collect, update_extra=task.update_extra)
@@ -123,7 +123,7 @@ def test_dqn_acts_in_the_compute_dtype_and_evaluates_in_float32():
   c = load_config("dqn_minatar:tiny")
   c.compute_dtype = "bfloat16"
   assert compute_dtype(c) == jnp.bfloat16
-  task, _, _, init, init_args = build_state_init(c)
+  task, _, _, init, init_args = build_state_init(c, task_context(c))
   state = jax.eval_shape(init, *init_args)  # traced only: nothing is compiled
   # collect alone (no loss): its Q-network matmuls run on params cast to bfloat16
   acting = _matmuls(jax.make_jaxpr(task.collect)(state, jax.random.key(1)).jaxpr)

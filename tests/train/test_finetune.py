@@ -9,7 +9,7 @@ import pytest
 from configs import digits_mlp
 from jaxlab.errors import InputError
 from jaxlab.train.finetune import load_pretrained
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 
 
 def _config(**overrides):
@@ -62,7 +62,7 @@ def test_following_the_advice_of_a_model_mismatch_fine_tunes(tmp_path):
   import re
 
   from jaxlab.train.finetune import check_pretrained, fine_tune_start
-  from jaxlab.train.trainer import make_train_setup
+  from jaxlab.experiment import make_train_setup
 
   pre = str(tmp_path / "pre")
   train(_config(num_steps=1), pre, devices=jax.devices()[:1], progress=False)

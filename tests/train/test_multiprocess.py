@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from configs import digits_mlp
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 from tests.tolerances import steps_tol
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multiprocess_worker.py")

@@ -20,7 +20,7 @@ import pytest
 
 import jaxlab
 from configs import digits_mlp
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 from tests.guide_blocks import guide_block
 from tests.tolerances import steps_tol
 

@@ -119,7 +119,7 @@ def test_signal_handlers_are_the_callers_again_after_train(tmp_path):
 
   from configs import digits_mlp
   from jaxlab.train.preemption import PreemptionWatcher
-  from jaxlab.train.trainer import train
+  from jaxlab.experiment import train
 
   config = digits_mlp.get_config("tiny")
   config.num_steps = 2

@@ -25,8 +25,8 @@ import pytest
 from benchmarks.rl_study_cells import cell_config as _rl_cell
 from jaxlab.config_files import load_config
 from jaxlab.train.checkpoint import abstract_like
-from jaxlab.train.runs import runs_from_config
-from jaxlab.train.trainer import make_train_setup
+from jaxlab.experiment import runs_from_config
+from jaxlab.experiment import make_train_setup
 from tests.export_helpers import BARRIER, export_for
 from tests.ot_clip.data.conftest import write_image_folder
 

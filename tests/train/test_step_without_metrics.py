@@ -12,8 +12,9 @@ from jaxlab.optim import optimizer_from_config
 from jaxlab.train import step as step_module
 from jaxlab.train import make_train_step
 from jaxlab.train.state import make_init_fn
-from jaxlab.train.task import make_task
-from jaxlab.train.trainer import train
+from jaxlab.experiment import task_context, train
+from jaxlab.tasks import make_task
+from jaxlab.train import loop as loop_module
 
 
 def _assert_equal_trees(a, b):
@@ -30,7 +31,7 @@ def _transcendentals(jitted, *args) -> float:
 
 def test_soft_moe_agent_without_metrics_trains_the_same_and_skips_the_routing_statistics():
   c = dqn_minatar.get_config("tiny")  # Soft-MoE head: its acting pass's routing statistics are metrics only
-  task = make_task(c)
+  task = make_task(c, task_context(c))
   opt = optimizer_from_config(c.optimizer, c.num_steps)
   state = jax.jit(make_init_fn(task.init_params, opt, task.init_extra, task.init_data))(jax.random.key(0))
   step = make_train_step(task.loss_fn, opt, collect=task.collect, update_extra=task.update_extra,
@@ -45,7 +46,7 @@ def test_soft_moe_agent_without_metrics_trains_the_same_and_skips_the_routing_st
   assert _transcendentals(step.jitted_without_metrics, state, None) < _transcendentals(step.jitted, state, None)
 
 
-def test_trainer_asks_for_metrics_only_on_the_calls_it_logs(tmp_path, monkeypatch):
+def test_trainer_asks_for_metrics_only_on_the_calls_it_logs_when_enough_calls_do_not(tmp_path, monkeypatch):
   asked = []
   call = step_module.TrainStep.__call__
 
@@ -58,6 +59,12 @@ def test_trainer_asks_for_metrics_only_on_the_calls_it_logs(tmp_path, monkeypatc
   every = train(c, str(tmp_path / "every"), progress=False, devices=jax.devices()[:1])
   monkeypatch.setattr(step_module.TrainStep, "__call__", record)
   c.log_every = 5
+  # 16 unlogged calls: fewer than MIN_UNLOGGED_CALLS, so the short run keeps one program (one compile)
+  assert c.num_steps - c.num_steps // 5 < loop_module.MIN_UNLOGGED_CALLS
+  train(c, str(tmp_path / "short"), progress=False, devices=jax.devices()[:1])
+  assert asked == [True] * c.num_steps
+  asked.clear()
+  monkeypatch.setattr(loop_module, "MIN_UNLOGGED_CALLS", c.num_steps - c.num_steps // 5)  # as in a long run
   sparse = train(c, str(tmp_path / "sparse"), progress=False, devices=jax.devices()[:1])
   assert asked == [(i + 1) % 5 == 0 for i in range(c.num_steps)]  # steps_per_call 1: one call per step
   _assert_equal_trees(every.state.params, sparse.state.params)

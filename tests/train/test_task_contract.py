@@ -31,7 +31,7 @@ import jaxlab
 from jaxlab.config_files import load_config
 from jaxlab.train.mesh import make_mesh
 from jaxlab.train.task import TASKS
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 from tests.ot_clip.data.conftest import write_image_folder
 from tests.tolerances import steps_tol
 from tests.export_helpers import BARRIER

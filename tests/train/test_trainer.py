@@ -9,7 +9,7 @@ import pytest
 
 from configs import digits_clip, digits_mlp
 from jaxlab.errors import InputError
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 from tests.tolerances import steps_tol
 
 

@@ -15,9 +15,9 @@ import pytest
 from configs import digits_mlp
 from jaxlab.errors import InputError
 from jaxlab.train import TASKS, Task
-from jaxlab.train.config import trainer_config
+from jaxlab.experiment import trainer_config
 from jaxlab.train.metrics_writer import read_metrics
-from jaxlab.train.trainer import train
+from jaxlab.experiment import train
 from tests.tolerances import ops_rtol, steps_tol
 
 # digits_mlp:tiny, per parameter and step: dot products over 64 pixels and 32 hidden units, a mean
@@ -45,7 +45,7 @@ def _params(result):
 # --- a task whose data is made on the device -------------------------------------------------
 
 @TASKS.register("test_on_device_regression")
-def on_device_regression(config):
+def on_device_regression(config, ctx):
   """y = sin(x . w*) on fresh Gaussian x drawn on the device each step; a counter in data_state."""
   d = 4
   w_true = jnp.linspace(-1.0, 1.0, d)
@@ -99,6 +99,22 @@ def test_device_data_task_trains_and_resumes_bit_identically(tmp_path):
   assert [r["step"] for r in rows] == [6, 12, 18, 24]
   assert rows[-1]["samples_seen"] == 24 * 32 and "samples_per_sec" in rows[-1] and "eval_mse" in rows[-1]
   assert full.summary["eval_mse"] < 0.5
+
+
+def test_eval_offset_evaluates_after_shifted_steps_at_call_ends(tmp_path):
+  """eval_offset=5, eval_every=8: evaluations after the steps s with (s + 5) % 8 == 0 (3, 11, 19) and the
+  last (24); calls of 4 after a first of 3 end there. The training is the run's without the offset."""
+  shifted = train(_device_config(steps_per_call=4, eval_every=8, eval_offset=5), str(tmp_path / "shifted"),
+                  progress=False)
+  rows = read_metrics(str(tmp_path / "shifted"))
+  assert [r["step"] for r in rows if "eval_mse" in r] == [3, 11, 19, 24]
+  plain = train(_device_config(steps_per_call=4, eval_every=8), str(tmp_path / "plain"), progress=False)
+  assert [r["step"] for r in read_metrics(str(tmp_path / "plain")) if "eval_mse" in r] == [8, 16, 24]
+  # the same steps; calls of other lengths are other programs, so equal to each step's rounding
+  chex.assert_trees_all_close(jax.device_get(shifted.state.params), jax.device_get(plain.state.params),
+                              **steps_tol(24, 60))
+  with pytest.raises(InputError, match="eval_every=8 is not a multiple of steps_per_call=3; with eval_offset=5"):
+    train(_device_config(steps_per_call=3, eval_every=8, eval_offset=5), str(tmp_path / "bad"), progress=False)
 
 
 def test_device_data_runs_vmapped_and_scanned_equal_single_runs(tmp_path):
@@ -177,12 +193,13 @@ def test_steps_per_sec_excludes_compilation(tmp_path):
 # --- registry and imports ---------------------------------------------------------------------
 
 def test_importing_the_trainer_imports_no_method_package():
-  code = ("import sys, jaxlab.train.trainer, jaxlab.main; "
+  code = ("import sys, jaxlab.train, jaxlab.experiment.trainer, jaxlab.main; "
           "print(sorted(m for m in sys.modules if m.startswith(('jaxlab.ot_clip', 'jaxlab.tasks', 'jaxlab.rl', "
           "'jaxlab.pde', 'ott', 'gymnax', 'flashbax', 'exponax'))))")
   out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
   assert out.returncode == 0, out.stderr
-  assert out.stdout.strip() == "[]"
+  # the config layer names the shipped tasks (jaxlab.tasks.registry) without importing one of them
+  assert out.stdout.strip() == "['jaxlab.tasks', 'jaxlab.tasks.registry']"
 
 
 def test_registering_the_same_task_again_is_fine_but_another_is_not():
@@ -192,8 +209,8 @@ def test_registering_the_same_task_again_is_fine_but_another_is_not():
 
 
 @TASKS.register("test_always_nan")
-def always_nan(config):
-  base = on_device_regression(config)
+def always_nan(config, ctx):
+  base = on_device_regression(config, ctx)
   loss_fn = lambda params, batch, rng, extra: (jnp.nan * base.loss_fn(params, batch, rng, extra)[0], {})
   return Task(init_params=base.init_params, loss_fn=loss_fn, collect=base.collect, init_data=base.init_data)
 

@@ -21,8 +21,9 @@ from jaxlab.train import checkpoint as checkpoint_lib
 from jaxlab.train.finetune import fine_tune_start
 from jaxlab.train.mesh import make_mesh
 from jaxlab.sharding import tree_shardings
-from jaxlab.train.task import make_task
-from jaxlab.train.trainer import train
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
+from jaxlab.experiment import train
 from jaxlab.train.workdir import Workdir, read_metrics, saved_config
 
 SEEDS = 4
@@ -85,7 +86,7 @@ def _fresh_params_on_the_mesh():
   """One run's params placed as a fine-tuning run on the 8 devices places them (kernels over "model")."""
   config = _config(mesh=MESH)
   mesh = make_mesh(config.mesh)
-  params = make_task(config).init_params(jax.random.key(7))
+  params = make_task(config, task_context(config)).init_params(jax.random.key(7))
   shardings = tree_shardings(params, mesh, config.sharding_rules)
   return jax.tree.map(jax.device_put, params, shardings)
 

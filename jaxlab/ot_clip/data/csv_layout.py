@@ -21,8 +21,7 @@ defaults keep a run started before these keys existed resumable.
 from __future__ import annotations
 
 import dataclasses
-
-import ml_collections
+from typing import Any, Mapping
 
 from jaxlab.errors import InputError
 
@@ -83,7 +82,7 @@ class CsvLayout:
     return self == CsvLayout()
 
 
-def csv_layout(data: ml_collections.ConfigDict) -> CsvLayout:
+def csv_layout(data: Mapping[str, Any]) -> CsvLayout:
   """The layout the ``data.csv_*`` keys describe, checked.
 
   Args:

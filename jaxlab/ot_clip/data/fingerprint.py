@@ -5,7 +5,7 @@ an image replaced between runs would be used on resume without a word. The finge
 the captions file's sha256 (it is read whole anyway), the number of pairs, and the images' count
 and total size (a stat each, as the existence check costs anyway; hashing every image would read
 the whole data set). Embeddings: each file's size and the sha256 of its ends
-(``jaxlab.train.data_fingerprint``) and the table's shapes.
+(``jaxlab.data_fingerprint``) and the table's shapes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from jaxlab.ot_clip.data.captions import CaptionTable
 from jaxlab.ot_clip.data.embeddings import EmbeddingTable
-from jaxlab.train.data_fingerprint import file_digest, file_sha256
+from jaxlab.data_fingerprint import file_digest, file_sha256
 
 
 def captions_fingerprint(table: CaptionTable) -> dict[str, Any]:

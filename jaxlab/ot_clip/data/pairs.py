@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import grain
-import ml_collections
 import numpy as np
 
 from jaxlab.errors import InputError, check_int
@@ -34,7 +33,7 @@ from jaxlab.ot_clip.data.embeddings import EmbeddingTable, check_finite_rows, re
 from jaxlab.ot_clip.data.fingerprint import captions_fingerprint, embeddings_fingerprint
 from jaxlab.ot_clip.data.images import decode_image
 from jaxlab.ot_clip.data.split import split_rows
-from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
+from jaxlab.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
 
 TOKENIZER_FILE = "tokenizer.json"  # in the run's workdir
 ROWS_PER_READ = 4096  # embedding rows per read when averaging a class's text embeddings
@@ -71,7 +70,7 @@ class Pairs:
   description: str
 
 
-def resolve(data: ml_collections.ConfigDict, key: str) -> str:
+def resolve(data: Mapping[str, Any], key: str) -> str:
   """``data.<key>`` as a path: relative paths are under ``data.dir``; an empty result is an InputError."""
   name = data.get(key, "")
   if not isinstance(name, str):
@@ -82,11 +81,11 @@ def resolve(data: ml_collections.ConfigDict, key: str) -> str:
   return path
 
 
-def load_pairs(data: ml_collections.ConfigDict, templates: tuple[str, ...]) -> Pairs:
+def load_pairs(data: Mapping[str, Any], templates: tuple[str, ...]) -> Pairs:
   """Reads, checks and splits the data ``data`` names.
 
   Args:
-    data: the config's ``data`` block (keys in ``configs/clip_files.py``).
+    data: the config's ``data`` block, a plain mapping (a ConfigDict or a dict; keys in ``configs/clip_files.py``).
     templates: ``eval.templates``, e.g. ``("a photo of a {}",)`` (images with labels only).
 
   Raises:
@@ -112,16 +111,16 @@ def _records(rows: np.ndarray, read: Callable[[int], dict[str, np.ndarray]]) -> 
   return grain.MapDataset.range(len(rows)).map(lambda i: read(int(rows[i])))
 
 
-def _image_pairs(data: ml_collections.ConfigDict, templates: tuple[str, ...]) -> Pairs:
+def _image_pairs(data: Mapping[str, Any], templates: tuple[str, ...]) -> Pairs:
   table = read_captions(resolve(data, "captions"), layout=csv_layout(data))
-  size = check_int(data.image_size, "data.image_size", 1, got=True)
-  train, test = split_rows(len(table.images), data.split, data.test_fraction, data.split_seed, table.splits,
+  size = check_int(data["image_size"], "data.image_size", 1, got=True)
+  train, test = split_rows(len(table.images), data["split"], data["test_fraction"], data["split_seed"], table.splits,
                            table.file, labels=table.labels)
-  if data.tokenizer:
+  if data["tokenizer"]:
     tokenizer = tokenizer_lib.load_tokenizer(resolve(data, "tokenizer"))
   else:
-    tokenizer = tokenizer_lib.train_tokenizer([table.captions[i] for i in train], data.vocab_size)
-  tokens, truncated = tokenizer_lib.encode(tokenizer, table.captions, data.max_tokens)
+    tokenizer = tokenizer_lib.train_tokenizer([table.captions[i] for i in train], data["vocab_size"])
+  tokens, truncated = tokenizer_lib.encode(tokenizer, table.captions, data["max_tokens"])
 
   def read(row: int) -> dict[str, np.ndarray]:
     return {"image": decode_image(table.images[row], size, table.where(row)), "tokens": tokens[row]}
@@ -131,7 +130,7 @@ def _image_pairs(data: ml_collections.ConfigDict, templates: tuple[str, ...]) ->
   if table.labels is not None:
     classes, ids = _class_ids(table.labels, table.file)
     test_set["label"] = ids[test]
-    class_texts = _class_prompts(tokenizer, classes, templates, data.max_tokens, table.file)
+    class_texts = _class_prompts(tokenizer, classes, templates, data["max_tokens"], table.file)
   description = (f"clip_files: {len(train)} train / {len(test)} test image-caption pairs from {table.file}, "
                  f"{len(classes)} classes, vocabulary {tokenizer.get_vocab_size()}, {truncated} captions truncated"
                  + (f", columns ignored: {', '.join(c or repr(c) for c in table.ignored)}" if table.ignored else ""))
@@ -156,9 +155,9 @@ def _class_prompts(tokenizer: Any, classes: tuple[str, ...], templates: tuple[st
   return ids.reshape(len(classes), len(templates), max_tokens)
 
 
-def _embedding_pairs(data: ml_collections.ConfigDict) -> Pairs:
+def _embedding_pairs(data: Mapping[str, Any]) -> Pairs:
   table = read_embeddings(resolve(data, "embeddings"))
-  train, test = split_rows(len(table), data.split, data.test_fraction, data.split_seed, table.splits, table.file,
+  train, test = split_rows(len(table), data["split"], data["test_fraction"], data["split_seed"], table.splits, table.file,
                            labels=table.labels)
 
   def rows_of(column: str, rows: np.ndarray) -> np.ndarray:

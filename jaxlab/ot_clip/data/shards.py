@@ -18,15 +18,16 @@ captions are tokenized up front, by a tokenizer trained on the training captions
 images are decoded into memory, so keep the held-out split small.
 
 A resume must find the same shards: the fingerprint lists each shard's name (as the pattern
-expands it), size and a hash of its ends (``jaxlab.train.data_fingerprint``) and the pair counts.
+expands it), size and a hash of its ends (``jaxlab.data_fingerprint``) and the pair counts. The
+same digest refuses a held-out shard that is a byte copy of a training shard (one named twice
+is refused by its path already).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-import ml_collections
 import numpy as np
 
 from jaxlab.errors import InputError, check_int
@@ -36,27 +37,27 @@ from jaxlab.ot_clip.data.images import decode_image
 from jaxlab.ot_clip.data.pairs import TOKENIZER_FILE, Pairs, _records, resolve
 from jaxlab.ot_clip.data.split import split_rows
 from jaxlab.ot_clip.data.tar_index import IMAGE_EXTENSIONS, ShardIndex, index_shards
-from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, file_digest, fingerprint_text
+from jaxlab.data_fingerprint import FINGERPRINT_FILE, file_digest, fingerprint_text
 
 #: The ``data`` keys that name shards; either set selects this source.
 SHARD_KEYS = ("train_shards", "eval_shards")
 
 
-def uses_shards(data: ml_collections.ConfigDict) -> bool:
+def uses_shards(data: Mapping[str, Any]) -> bool:
   """Whether ``data`` selects webdataset shards (``data.train_shards`` or ``data.eval_shards`` set)."""
   return any(data.get(key, "") for key in SHARD_KEYS)
 
 
-def shard_names(data: ml_collections.ConfigDict, key: str) -> list[str]:
+def shard_names(data: Mapping[str, Any], key: str) -> list[str]:
   """``data.<key>``'s shard names as its pattern expands them (``brace.expand_shard_patterns``)."""
   return expand_shard_patterns(data.get(key, ""), f"data.{key}")
 
 
-def load_shard_pairs(data: ml_collections.ConfigDict) -> Pairs:
+def load_shard_pairs(data: Mapping[str, Any]) -> Pairs:
   """Indexes, checks and splits the shards ``data`` names (see the module docstring).
 
   Args:
-    data: the config's ``data`` block (keys in ``configs/clip_files.py``).
+    data: the config's ``data`` block, a plain mapping (a ConfigDict or a dict; keys in ``configs/clip_files.py``).
 
   Returns:
     The :class:`~jaxlab.ot_clip.data.pairs.Pairs` (``kind="images"``, no classes).
@@ -64,37 +65,40 @@ def load_shard_pairs(data: ml_collections.ConfigDict) -> Pairs:
   Raises:
     InputError: one line naming the config key and the pattern or shard: a source set twice, a
       pattern matching no file, an empty, compressed, unreadable or truncated shard, shards with
-      no usable sample, a caption that is not UTF-8, a held-out split that is empty.
+      no usable sample, a caption that is not UTF-8, a held-out split that is empty, a held-out
+      shard that is (a copy of) a training shard.
   """
   if data.get("embeddings", ""):
-    raise InputError(f"data.train_shards={data.get('train_shards', '')!r} and data.embeddings={data.embeddings!r} "
+    raise InputError(f"data.train_shards={data.get('train_shards', '')!r} and data.embeddings={data['embeddings']!r} "
                      "are both set; allowed: one source (clear one of them)")
   if not data.get("train_shards", ""):
-    raise InputError(f"data.eval_shards={data.eval_shards!r} is set but data.train_shards is empty; allowed: "
+    raise InputError(f"data.eval_shards={data['eval_shards']!r} is set but data.train_shards is empty; allowed: "
                      "data.train_shards (a brace pattern of .tar shards), data.eval_shards optional")
-  size = check_int(data.image_size, "data.image_size", 1, got=True)
+  size = check_int(data["image_size"], "data.image_size", 1, got=True)
   names = {key: shard_names(data, key) for key in SHARD_KEYS if data.get(key, "")}
   files = {key: [_path(data, n) for n in found] for key, found in names.items()}
   _check_disjoint(files)
   indexes = {key: _index(found, key) for key, found in files.items()}
+  digests = {key: [file_digest(path) for path in found] for key, found in files.items()}
+  _check_not_copies(files, digests)
   train_index = indexes["train_shards"]
   if "eval_shards" in indexes:
     test_index = indexes["eval_shards"]
     train, test = np.arange(len(train_index)), np.arange(len(test_index))
   else:
-    if data.split != "fraction":
-      raise InputError(f"data.split={data.split!r} with data.train_shards; allowed: 'fraction' (a seeded "
+    if data["split"] != "fraction":
+      raise InputError(f"data.split={data['split']!r} with data.train_shards; allowed: 'fraction' (a seeded "
                        "data.test_fraction of the samples is held out), or data.eval_shards (held-out shards)")
     test_index = train_index
-    train, test = split_rows(len(train_index), data.split, data.test_fraction, data.split_seed, None,
-                             f"data.train_shards={data.train_shards!r}")
-  if data.tokenizer:
+    train, test = split_rows(len(train_index), data["split"], data["test_fraction"], data["split_seed"], None,
+                             f"data.train_shards={data['train_shards']!r}")
+  if data["tokenizer"]:
     tokenizer = tokenizer_lib.load_tokenizer(resolve(data, "tokenizer"))
   else:
-    tokenizer = tokenizer_lib.train_tokenizer([train_index.captions[i] for i in train], data.vocab_size)
-  train_tokens, truncated = tokenizer_lib.encode(tokenizer, train_index.captions, data.max_tokens)
+    tokenizer = tokenizer_lib.train_tokenizer([train_index.captions[i] for i in train], data["vocab_size"])
+  train_tokens, truncated = tokenizer_lib.encode(tokenizer, train_index.captions, data["max_tokens"])
   test_tokens = (train_tokens if test_index is train_index
-                 else tokenizer_lib.encode(tokenizer, test_index.captions, data.max_tokens)[0])
+                 else tokenizer_lib.encode(tokenizer, test_index.captions, data["max_tokens"])[0])
   read_train = _reader(train_index, train_tokens, size)
   read_test = _reader(test_index, test_tokens, size)
   test_set = {"image": np.stack([read_test(int(r))["image"] for r in test]), "tokens": test_tokens[test]}
@@ -103,8 +107,9 @@ def load_shard_pairs(data: ml_collections.ConfigDict) -> Pairs:
                  f"{sum(len(f) for f in files.values())} webdataset shards "
                  f"({', '.join(f'data.{key}={data[key]!r}' for key in names)}), 0 classes, vocabulary "
                  f"{tokenizer.get_vocab_size()}, {truncated} captions truncated, {sum(skipped.values())} samples "
-                 f"skipped ({', '.join(f'{n} {reason}' for reason, n in skipped.items())})")
-  fingerprint = shards_fingerprint(names, files, indexes)
+                 f"skipped ({', '.join(f'{n} {reason}' for reason, n in skipped.items())})"
+                 + _trailing_note(indexes))
+  fingerprint = shards_fingerprint(names, files, indexes, digests)
   return Pairs(kind="images", text_key="tokens", train=_records(train, read_train), test=test_set, classes=(),
                class_texts=None, model_kwargs={"vocab_size": tokenizer_lib.vocab_size(tokenizer)},
                files={FINGERPRINT_FILE: fingerprint_text(fingerprint), TOKENIZER_FILE: tokenizer.to_str(pretty=True)},
@@ -112,20 +117,22 @@ def load_shard_pairs(data: ml_collections.ConfigDict) -> Pairs:
 
 
 def shards_fingerprint(names: dict[str, list[str]], files: dict[str, list[str]],
-                       indexes: dict[str, ShardIndex]) -> dict[str, Any]:
+                       indexes: dict[str, ShardIndex], digests: dict[str, list[dict]] | None = None) -> dict[str, Any]:
   """The fingerprint of the shards: per config key each shard's name, size and hash of its ends; the sample counts.
 
   Args:
     names: per config key (``train_shards``, ``eval_shards``) the shard names as the pattern expands them.
     files: the same shards' paths.
     indexes: the same shards' :class:`~jaxlab.ot_clip.data.tar_index.ShardIndex`.
+    digests: the same shards' ``jaxlab.data_fingerprint.file_digest``, when already taken (else taken here).
   """
-  return {key: [{"name": name, **file_digest(path)} for name, path in zip(names[key], files[key])]
+  digests = digests or {key: [file_digest(path) for path in files[key]] for key in names}
+  return {key: [{"name": name, **digest} for name, digest in zip(names[key], digests[key])]
           for key in names} | {"pairs": {key: len(ix) for key, ix in indexes.items()},
                                "skipped": {key: ix.skipped for key, ix in indexes.items()}}
 
 
-def _path(data: ml_collections.ConfigDict, name: str) -> str:
+def _path(data: Mapping[str, Any], name: str) -> str:
   return os.path.join(data.get("dir", "") or "", name)
 
 
@@ -137,6 +144,30 @@ def _check_disjoint(files: dict[str, list[str]]) -> None:
     if shared:
       raise InputError(f"data.eval_shards and data.train_shards both name shard {shared[0]!r}; allowed: held-out "
                        "shards that are not trained on")
+
+
+def _check_not_copies(files: dict[str, list[str]], digests: dict[str, list[dict]]) -> None:
+  """A held-out shard that is a byte copy of a training shard (same size and hash of its ends) evaluates on its
+  training pairs."""
+  if "eval_shards" not in files:
+    return
+  train = {(d["size"], d["sha256_ends"]): path for path, d in zip(files["train_shards"], digests["train_shards"])}
+  for path, d in zip(files["eval_shards"], digests["eval_shards"]):
+    copied = train.get((d["size"], d["sha256_ends"]))
+    if copied is not None:
+      raise InputError(f"data.eval_shards shard {path!r} is a copy of data.train_shards shard {copied!r} (the same "
+                       f"{d['size']} bytes by size and the sha256 of its first and last MiB): evaluation would be on "
+                       "training pairs; allowed: held-out shards that are not copies of training shards")
+
+
+def _trailing_note(indexes: dict[str, ShardIndex]) -> str:
+  """``", 37 bytes after the end-of-archive marker of 1 shard ignored (first: 's/00001.tar')"``, or ``""``."""
+  trailing = {path: n for ix in indexes.values() for path, n in ix.trailing.items()}
+  if not trailing:
+    return ""
+  first = next(iter(trailing))
+  return (f", {sum(trailing.values())} bytes after the end-of-archive marker of {len(trailing)} shard"
+          f"{'s' if len(trailing) > 1 else ''} ignored, as tar and webdataset ignore them (first: {first!r})")
 
 
 def _index(files: list[str], key: str) -> ShardIndex:

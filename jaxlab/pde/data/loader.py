@@ -30,7 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from jaxlab.errors import InputError, check, is_int, is_real
+from jaxlab.errors import InputError, check, check_int, is_int, is_real
 from jaxlab.pde.data import store
 from jaxlab.pde.data.families import get_family
 from jaxlab.pde.data.resample import evaluation_points, grid_size, resample, strided_grid
@@ -191,10 +191,9 @@ def mixture_plan(datasets: Sequence[PDEDataset], weights: Sequence[float], seed:
   Rows are drawn i.i.d. (with replacement) with :func:`mixture_probabilities`; DPOT's epochs
   shuffle the weighted concatenation (without replacement), which has the same per-row law.
   """
-  check(is_int(seed) and seed >= 0, f"seed={seed!r} must be an int >= 0")
-  check(is_int(step) and step >= 0, f"step={step!r} must be an int >= 0")
-  check(is_int(global_batch_size) and global_batch_size >= 1,
-        f"global_batch_size={global_batch_size!r} must be an int >= 1")
+  check_int(seed, "seed", 0)
+  check_int(step, "step", 0)
+  check_int(global_batch_size, "global_batch_size", 1)
   _check_window(datasets, t_in, t_out)
   probs = mixture_probabilities(datasets, weights, split, rule)
   pools = [len(ds.split_indices(split)) for ds in datasets]
@@ -336,7 +335,7 @@ def rollout_eval_data(datasets: Sequence[PDEDataset], t_in: int,
   served_grid(datasets, resolution)  # one grid for every set
   channels = _common_channels(datasets, num_channels)
   _check_pad_value(pad_value)
-  check(is_int(t_in) and t_in >= 1, f"t_in={t_in!r} must be an int >= 1")
+  check_int(t_in, "t_in", 1)
   check(max_trajectories is None or (is_int(max_trajectories) and max_trajectories >= 1),
         f"max_trajectories={max_trajectories!r} must be None (all test trajectories) or an int >= 1")
   per_set = list(num_steps) if isinstance(num_steps, (list, tuple)) else [num_steps] * len(datasets)

@@ -11,8 +11,9 @@ from jaxlab.errors import InputError
 from jaxlab.ot_clip.data.captions import read_captions
 from jaxlab.ot_clip.data.csv_layout import CsvLayout, csv_layout
 from jaxlab.ot_clip.data.pairs import load_pairs
-from jaxlab.train.data_fingerprint import FINGERPRINT_FILE
-from jaxlab.train.task import make_task
+from jaxlab.data_fingerprint import FINGERPRINT_FILE
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
 from tests.ot_clip.data.conftest import data_config, write_image_folder, write_open_clip_csv
 
@@ -93,9 +94,9 @@ def test_the_data_fingerprint_covers_an_open_clip_csvs_images(tmp_path, monkeypa
   config.data.update(dir=".", captions="train.csv", csv_format="open_clip")
   workdir = tmp_path / "run"
   workdir.mkdir()
-  write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=False)
+  write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=False)
   fingerprint = json.loads((workdir / FINGERPRINT_FILE).read_text())
   assert fingerprint["pairs"] == 20 and fingerprint["images"]["count"] == 20
   Image.new("RGB", (16, 16)).save(tmp_path / "images" / "img_04.png")  # an image replaced, the CSV unchanged
   with pytest.raises(InputError, match=r"data_fingerprint.json this run derives from its data now \(images\['size'\]"):
-    write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)
+    write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=True)

@@ -10,8 +10,9 @@ from configs.clip_files import get_config
 from jaxlab.errors import InputError
 from jaxlab.ot_clip.data.batches import ShardedBatches
 from jaxlab.ot_clip.data.shards import load_shard_pairs
-from jaxlab.train.data_fingerprint import FINGERPRINT_FILE
-from jaxlab.train.task import make_task
+from jaxlab.data_fingerprint import FINGERPRINT_FILE
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
 from tests.ot_clip.data.conftest import data_config
 from tests.ot_clip.data.shard_files import sample_image, write_shards
@@ -90,11 +91,11 @@ def test_a_resume_on_other_shards_is_refused(tmp_path, shards):
   config.data.update(dir=str(tmp_path), train_shards=PATTERN)
   workdir = tmp_path / "run"
   workdir.mkdir()
-  write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=False)
-  write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)  # the same shards: fine
+  write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=False)
+  write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=True)  # the same shards: fine
   write_shards(tmp_path / "shards", num_shards=1, per_shard=10, first=2, ext="jpg")  # shard 2 rewritten
   with pytest.raises(InputError, match=r"data_fingerprint.json differs .*\(train_shards\[2\]\['s"):
-    write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)
+    write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=True)
   config.data.train_shards = "shards/{00000..00002}.tar"  # one shard fewer
   with pytest.raises(InputError, match=r"data_fingerprint.json differs"):
-    write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)
+    write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=True)

@@ -190,7 +190,7 @@ CASES: list[Case] = [
      "data set 'd': no frames left after t_in=8 of its 8 frames"),
     ("pde data", "negative max_trajectories", _rollout_data(3, 2, max_trajectories=-1),
      "max_trajectories=-1 must be None (all test trajectories) or an int >= 1"),
-    ("pde data", "t_in of 0 in the rollout data", _rollout_data(0, 2), "t_in=0 must be an int >= 1"),
+    ("pde data", "t_in of 0 in the rollout data", _rollout_data(0, 2), "t_in=0; must be an int >= 1"),
     ("pde data", "non-finite padding value", _rollout_data(3, 2, num_channels=2, pad_value=float("nan")),
      "pad_value=nan must be a finite number"),
     ("pde data", "t_in as a string", lambda: mixture_batch([_DATASET], [1.0], 0, 0, 2, None, "3", 1),

@@ -9,8 +9,8 @@ import pytest
 from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.pde.data import load_cached
-from jaxlab.pde.data.selection import config_specs, mixture_specs
-from jaxlab.pde.operator_config import check_config
+from jaxlab.pde.data.selection import mixture_specs
+from jaxlab.tasks.pde_config import check_config, config_specs
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

@@ -4,7 +4,7 @@ With ``data.names = ()`` the sets are whatever the master table lists when the r
 table path can name a file that is later replaced; the config alone does not pin them. The
 fingerprint does, per served set (after ``data.names`` selection): its shape as served, its
 channel names, and for its train and test records the file (size, sha256 of its ends:
-``jaxlab.train.data_fingerprint``), the reader (layout) and stride, which records are used and
+``jaxlab.data_fingerprint``), the reader (layout) and stride, which records are used and
 their shape. A folder (DPOT's scatter storage, The Well's files) is its file names, count and total
 size (one stat per file, as opening it costs anyway) and the ends of its first and last file.
 A set whose master-table ``downsample`` is not (1, 1) also records it as
@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from jaxlab.pde.data.files.dpot import DPOTScatter
 from jaxlab.pde.data.files.records import Records, Split
 from jaxlab.pde.data.loader import PDEDataset
-from jaxlab.train.data_fingerprint import file_digest
+from jaxlab.data_fingerprint import file_digest
 
 PART_NAMES = ("train", "test")  # open_set's two parts of a Split, in order
 

@@ -16,7 +16,7 @@ import pytest
 
 from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
-from jaxlab.pde.operator_config import check_config
+from jaxlab.tasks.pde_config import check_config
 from jaxlab.train.workdir import saved_config
 from tests.pde.data.files import layouts
 

@@ -13,8 +13,9 @@ from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.pde.data import make_dataset
 from jaxlab.pde.data.files import DPOTFile, Split, data_fingerprint, file_sets
-from jaxlab.train.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
-from jaxlab.train.task import make_task
+from jaxlab.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
+from jaxlab.experiment import task_context
+from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
 from tests.pde.data.files import layouts
 
@@ -43,8 +44,8 @@ def config_of(master: str):
 def start_then_resume(config, workdir):
   """Writes the run's workdir files as a new run; returns a call that checks them as its resume would."""
   workdir.mkdir(exist_ok=True)
-  write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=False)
-  return lambda: write_workdir_files(str(workdir), make_task(config).workdir_files, resuming=True)
+  write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=False)
+  return lambda: write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=True)
 
 
 def set_added(tmp_path):
@@ -108,7 +109,7 @@ def test_a_run_fingerprinted_with_downsample_before_the_resize_is_not_resumed(tm
   config.model.patch_size = 4
   workdir = tmp_path / "run"
   workdir.mkdir()
-  task = make_task(config)
+  task = make_task(config, task_context(config))
   now = json.loads(task.workdir_files[FINGERPRINT_FILE])
   assert now["sets"]["ns"]["downsample_after_resize"] == [2, 2] and now["sets"]["ns"]["train"]["stride"] == [1, 1]
   # what the earlier order wrote for this table, the train and test records strided at read time

@@ -19,7 +19,7 @@ import pytest
 from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.pde.data.files import load_master
-from jaxlab.pde.operator_config import check_config
+from jaxlab.tasks.pde_config import check_config
 from tests.pde.data.files import layouts
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))

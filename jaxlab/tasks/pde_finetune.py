@@ -3,7 +3,7 @@
 A DPOT / FNO fine-tuning run must have the pre-trained model's channels, channel padding, window
 (``t_in``, ``t_out``) and model; the config saved with the pre-trained run's newest checkpoint is
 compared with this run's, one line naming the key that differs. The caller reads that config
-(``jaxlab.train.workdir.saved_config``): nothing here opens a workdir.
+(``jaxlab.train.workdir.Workdir.saved_config``): nothing here opens a workdir.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import ml_collections
 
 from jaxlab.errors import InputError, check
-from jaxlab.pde.data.from_config import channels_of, data_source, widest_set_channels
+from jaxlab.tasks.pde_data import channels_of, data_source, widest_set_channels
 
 
-def check_pretrained(config: ml_collections.ConfigDict, channels: int, saved: dict | None) -> None:
+def check_pretrained_config(config: ml_collections.ConfigDict, channels: int, saved: dict | None) -> None:
   """A fine-tuning run (``init_from.workdir``) must have the pre-trained model's channels and window.
 
   Args:

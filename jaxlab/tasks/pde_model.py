@@ -3,7 +3,7 @@
 The task sets the model's channels and time steps from the data (``in_channels`` /
 ``out_channels`` from the widest set or ``data.num_channels``, ``in_timesteps`` / ``out_timesteps``
 from ``t_in`` / ``t_out``, DPOT's ``img_size`` from ``data.resolution``, strided by the master
-table's ``downsample`` for files: :func:`jaxlab.pde.data.from_config.model_resolution`); every other key is the
+table's ``downsample`` for files: :func:`jaxlab.tasks.pde_data.model_resolution`); every other key is the
 model's own, checked when the model is built (``InputError`` naming the key).
 """
 
@@ -13,22 +13,45 @@ from typing import Any
 
 import ml_collections
 
-from jaxlab.errors import InputError, check, is_int
-from jaxlab.pde.data.from_config import model_resolution, widest_set_channels
+from jaxlab.errors import InputError, check, check_choice, check_int, is_int
+from jaxlab.registry import Registry
+from jaxlab.tasks.pde_data import model_resolution, widest_set_channels
 from jaxlab.pde.dpot import DPOT
 from jaxlab.pde.fno import FNO2d
 from jaxlab.pde.sizes import OFFICIAL_PARAM_COUNTS, dpot_config
 
-#: The models a config may name (``model.name``).
-MODELS = ("dpot", "fno")
+
+def _dpot(m: dict[str, Any], io: dict[str, int], res: int, grid: str) -> Any:
+  """DPOT of ``model.size`` (``jaxlab.pde.sizes``) on the served grid, its patch size dividing it."""
+  kwargs = dpot_config(m.pop("size", "cpu_small"), img_size=res, **io, **m)
+  p = kwargs["patch_size"]
+  check(isinstance(p, int) and p > 0 and res % p == 0,
+        f"{grid}={res} is not divisible by the DPOT patch size {p} (model.patch_size)")
+  return _checked(DPOT, kwargs)
 
 
-def model_kwargs(config: ml_collections.ConfigDict, channels: int) -> tuple[str, dict[str, Any]]:
-  """``(name, constructor kwargs)`` of the configured model for ``channels`` channels."""
+def _fno(m: dict[str, Any], io: dict[str, int], res: int, grid: str) -> Any:
+  """FNO-2D keeping ``model.modes`` Fourier modes per axis, at most half the served grid."""
+  kwargs = {**io, **m}
+  modes = kwargs.get("modes", FNO2d.modes)
+  check_int(modes, "model.modes", 1, "Fourier modes kept per axis")
+  check(2 * modes <= res, f"model.modes={modes} needs {grid} >= {2 * modes}, got {res}; "
+        f"use model.modes <= {res // 2}")
+  return _checked(FNO2d, kwargs)
+
+
+#: The models a config may name (``model.name``), each ``(the model's own keys, the channels and window, the
+#: served grid size, the grid's name for messages) -> the flax module``, its settings checked.
+MODELS: Registry = Registry("PDE model")
+MODELS.register("dpot")(_dpot)
+MODELS.register("fno")(_fno)
+
+
+def _model_keys(config: ml_collections.ConfigDict, channels: int) -> tuple[str, dict[str, Any], dict[str, int]]:
+  """``(name, the model's own keys, the channels and window the task sets)`` of the ``model`` block."""
   m = dict(config.model)
   name = m.pop("name", None)
-  if name not in MODELS:
-    raise InputError(f"model.name={name!r}; choose one of {', '.join(map(repr, MODELS))}")
+  check_choice(name, "model.name", tuple(MODELS))
   widest = widest_set_channels(config)
   for key in ("in_channels", "out_channels"):
     value = m.pop(key, channels)
@@ -40,9 +63,7 @@ def model_kwargs(config: ml_collections.ConfigDict, channels: int) -> tuple[str,
   for key in ("in_timesteps", "out_timesteps", "img_size"):
     check(key not in m, f"model.{key} is set by the task (t_in, t_out, data.resolution); remove it")
   io = dict(in_channels=channels, out_channels=channels, in_timesteps=config.t_in, out_timesteps=config.t_out)
-  if name == "dpot":
-    return name, dpot_config(m.pop("size", "cpu_small"), img_size=model_resolution(config), **io, **m)
-  return name, {**io, **m}
+  return name, m, io
 
 
 def paper_count(config: ml_collections.ConfigDict) -> str:
@@ -54,21 +75,12 @@ def paper_count(config: ml_collections.ConfigDict) -> str:
 
 
 def build_model(config: ml_collections.ConfigDict, channels: int) -> Any:
-  """The configured DPOT or FNO-2D, its settings checked (``InputError`` naming the bad key)."""
-  name, kwargs = model_kwargs(config, channels)
+  """The configured model (``MODELS``: DPOT or FNO-2D), its settings checked (``InputError`` naming the bad key)."""
+  name, m, io = _model_keys(config, channels)
   res = model_resolution(config)
   grid = "data.resolution" if res == config.data.resolution else \
       f"the served grid (data.resolution={config.data.resolution} strided by the master table's downsample)"
-  if name == "dpot":
-    p = kwargs["patch_size"]
-    check(isinstance(p, int) and p > 0 and res % p == 0,
-          f"{grid}={res} is not divisible by the DPOT patch size {p} (model.patch_size)")
-    return _checked(DPOT, kwargs)
-  modes = kwargs.get("modes", FNO2d.modes)
-  check(is_int(modes) and modes >= 1, f"model.modes={modes!r} must be an int >= 1 (Fourier modes kept per axis)")
-  check(2 * modes <= res, f"model.modes={modes} needs {grid} >= {2 * modes}, got {res}; "
-        f"use model.modes <= {res // 2}")
-  return _checked(FNO2d, kwargs)
+  return MODELS.get(name)(m, io, res, grid)
 
 
 def _checked(cls: Any, kwargs: dict) -> Any:

@@ -11,9 +11,9 @@ from typing import Sequence
 import ml_collections
 import numpy as np
 
-from jaxlab.errors import check, is_int, is_real
+from jaxlab.errors import check, check_int, is_int, is_real
 from jaxlab.pde.data import MIXTURE_RULES, DatasetSpec
-from jaxlab.pde.data.from_config import channels_of, data_source, file_sets, pad_value, served_sets
+from jaxlab.tasks.pde_data import channels_of, data_source, file_sets, pad_value, served_sets
 from jaxlab.pde.data.loader import default_num_test
 
 
@@ -21,15 +21,14 @@ def check_window_keys(config: ml_collections.ConfigDict) -> None:
   """``t_in``, ``t_out`` and ``data.rollout_steps`` are ints in range (one line naming the key)."""
   t_in, t_out, steps = config.t_in, config.t_out, config.data.rollout_steps
   for key, value in (("t_in", t_in), ("t_out", t_out)):
-    check(is_int(value) and value >= 1, f"{key}={value!r} must be an int >= 1")
-  check(is_int(steps) and steps >= 0,
-        f"data.rollout_steps={steps!r} must be an int >= 0 (0: each set's t_test)")
+    check_int(value, key, 1)
+  check_int(steps, "data.rollout_steps", 0, "0: each set's t_test")
 
 
 def check_sets(config: ml_collections.ConfigDict) -> tuple[list[DatasetSpec], list[int]]:
   """``(generated specs, channels of every set)``, the windows checked against every set's frames.
 
-  Generated sets: :func:`jaxlab.pde.data.from_config.served_sets` and the test split; files (``data.source="files"``):
+  Generated sets: :func:`jaxlab.tasks.pde_data.served_sets` and the test split; files (``data.source="files"``):
   :func:`jaxlab.pde.data.files.file_sets` opens the table's files (headers only) and checks
   t_in + t_out, t_in + t_test, data.eval_trajectories and data.num_channels against each.
   """
@@ -56,8 +55,7 @@ def check_test_split(config: ml_collections.ConfigDict, specs: Sequence[DatasetS
     check(n >= 2, f"{where} is too small; the train/test split needs >= 2 trajectories")
     test = default_num_test(n) if num_test is None else num_test
     check(test < n, f"data.num_test={num_test} leaves no training trajectory in {where}; must be in [1, {n - 1}]")
-  check(is_int(evals) and evals >= 0, f"data.eval_trajectories={evals!r} must be an int >= 0 (test trajectories "
-        "rolled out per set at evaluation; 0: all)")
+  check_int(evals, "data.eval_trajectories", 0, "test trajectories rolled out per set at evaluation; 0: all")
   check(num_test is None or evals <= num_test, f"data.eval_trajectories={evals} exceeds data.num_test={num_test}; "
         f"must be in [0, {num_test}] (0: all)")
 

@@ -5,7 +5,7 @@ Parsing the ``data`` block: which sets (``data.sets`` entries, or a master table
 evaluation (the per-set test horizon ``t_test``), how many channels the model gets and what fills
 the padded ones (``data.channel_padding``), and loading the sets and their evaluation data. The
 defaults follow the official DPOT code (thu-ml/DPOT @ dcd2f9a); each bad value is one line naming
-the key. The checks of the whole ``data`` block are in :mod:`jaxlab.pde.data.config_checks`.
+the key. The checks of the whole ``data`` block are in :mod:`jaxlab.tasks.pde_data_checks`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 import ml_collections
 import numpy as np
 
-from jaxlab.errors import InputError, check, is_int
+from jaxlab.errors import InputError, check, check_int
 from jaxlab.pde.data import (DatasetSpec, FNO_VISCOSITIES, PDEDataset, dataset_spec, dpot_t_test, fno_navier_stokes,
                              get_family, load_dataset, rollout_eval_data)
 
@@ -82,7 +82,7 @@ def dataset_from_entry(entry: Any, resolution: int, index: int = 0) -> DatasetSp
   for key in ("family", "trajectories"):
     check(key in entry, f"{where}={entry} has no {key!r} key")
   family, n = entry.pop("family"), entry.pop("trajectories")
-  check(is_int(n) and n >= 1, f"{where}.trajectories={n!r} must be an int >= 1")
+  check_int(n, f"{where}.trajectories", 1)
   seed = entry.pop("seed", 0)
   viscosity = entry.get("viscosity", 1e-3)
   is_number = isinstance(viscosity, numbers.Real) and not isinstance(viscosity, bool)
@@ -145,7 +145,7 @@ def served_sets(config: ml_collections.ConfigDict) -> list[ServedSet]:
       t_test, term = steps, f"data.rollout_steps={steps}"
     elif "t_test" in entry:
       t_test = entry["t_test"]
-      check(is_int(t_test) and t_test >= 1, f"data.sets[{i}].t_test={t_test!r} must be an int >= 1")
+      check_int(t_test, f"data.sets[{i}].t_test", 1)
       term = f"data.sets[{i}].t_test={t_test}"
     elif dpot_t_test(spec) is not None:
       t_test = dpot_t_test(spec)
