@@ -285,7 +285,7 @@ class TrainStep:
   state: XLA drops whatever computes nothing but metrics (a Soft MoE's routing statistics, the
   gradient norm, ...) and the state comes out bit-identical (tested for a Soft-MoE DQN agent and
   a MoMo-trained classifier). A caller that logs rarely (the training loop, on a run with many
-  calls that log nothing: ``jaxlab.train.loop.MIN_UNLOGGED_CALLS``) asks for metrics only on the
+  calls that log nothing) asks for metrics only on the
   calls it logs; that program compiles on its first call.
   """
 
