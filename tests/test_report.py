@@ -10,17 +10,14 @@ import hashlib
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from jaxlab import report
 from jaxlab.errors import InputError
-from tests.tolerances import gamma
+from tests.support.tolerances import gamma
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 U64 = float(np.finfo(np.float64).eps) / 2
 
 
@@ -170,7 +167,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case, rl_workdir, tmp_path, ca
                         metrics=["eval_return", "acc"] if case == "unknown_metric" else None)
   assert not os.path.exists(out.parent)
 
-def test_trained_seeds_reported(tmp_path):
+def test_trained_seeds_reported(cli, tmp_path):
   """digits_mlp:tiny with runs.seeds=2 (a few seconds), then `python -m jaxlab.report` on it."""
   import jax
   from configs.digits_mlp import get_config
@@ -181,8 +178,7 @@ def test_trained_seeds_reported(tmp_path):
   train(c, workdir, devices=jax.devices()[:2], progress=False)  # the 2 runs over 2 of the 8 test devices
   before = tree_digest(workdir)
   out = tmp_path / "rep"
-  proc = subprocess.run([sys.executable, "-m", "jaxlab.report", workdir, f"--out={out}"], capture_output=True,
-                        text=True, env={**os.environ, "PYTHONPATH": ROOT}, cwd=str(tmp_path), timeout=300)
+  proc = cli.module("jaxlab.report", workdir, f"--out={out}", cwd=tmp_path)
   assert proc.returncode == 0, proc.stderr
   assert tree_digest(workdir) == before
   data = json.load(open(f"{out}.json"))
@@ -198,6 +194,29 @@ def test_lower_is_better_is_decided_by_the_metric_name_not_the_data_set():
     assert report.lower_is_better(name), name
   for name in ("test_accuracy", "eval_return", "accuracy/loss_set", "zero_shot_accuracy"):
     assert not report.lower_is_better(name), name
+
+
+def test_a_namespace_before_the_metric_does_not_decide_its_direction():
+  for name in ("train/loss", "eval/loss", "eval/l2re_1step/ns", "valid/test_error"):
+    assert report.lower_is_better(name), name
+  for name in ("eval/accuracy", "train/episode_return", "opt/lr"):
+    assert not report.lower_is_better(name), name
+
+
+def test_best_of_a_namespaced_loss_is_its_lowest(tmp_path):
+  rows = [{"step": 1, "train/loss": 2.0}, {"step": 2, "train/loss": 0.5}, {"step": 3, "train/loss": 0.9}]
+  w = report.load_workdir(make_workdir(tmp_path / "ns", rows, config("digits_classification", 1)))
+  (run,) = report.build_report([w], ["train/loss"])["runs"]
+  assert (run["best"]["train/loss"], run["best_step"]["train/loss"]) == (0.5, 2)
+
+
+def test_iqm_ci_of_one_run_has_no_interval_and_reps_must_be_positive():
+  pytest.importorskip("rliable")
+  point, lo, hi = report.iqm_ci(np.array([[3.0]]), reps=20)
+  assert point == 3.0 and math.isnan(lo) and math.isnan(hi)  # not a zero-width "95% CI"
+  for reps in (0, -5):
+    with pytest.raises(InputError, match=rf"iqm_ci: reps={reps}; must be an int >= 1 \(bootstrap replicates\)"):
+      report.iqm_ci(np.zeros((4, 1)), reps=reps)
 
 
 def test_best_of_a_per_data_set_error_is_its_lowest(tmp_path):
