@@ -51,6 +51,17 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "The DPOT vs FNO study before the official protocol (superseded; kept for the record, see the changelog).",
         "python benchmarks/dpot_study.py --config=configs/dpot_study.py (with the switches of the earlier protocol)",
         "changelog.md"),
+    "install/import_times.json": (
+        "Import time of each jaxlab package after `import jax`, before and after the optional packages became lazy "
+        "imports (fresh interpreter each time, CPU seconds, side by side).",
+        "python benchmarks/import_times.py --before=main --repeats=3 --out=benchmarks/results/install/import_times.json",
+        "getting_started.md"),
+    "install/matrix.json": (
+        "The install matrix: a fresh venv per Python (3.11, 3.12) and extra, the JAX it resolves and whether the "
+        "guide's next command runs.",
+        "python benchmarks/install_matrix.py --python=python3.11 --python=python3.12 "
+        "--out=benchmarks/results/install/matrix.json",
+        "getting_started.md"),
     "moe/moe_layer_speed.json": (
         "The Soft-MoE layer (xla, fused and kernel implementations) against a straightforward version, forward and backward.",
         "python benchmarks/moe_layer_speed.py --rounds=30 --out=benchmarks/results/moe",
@@ -180,6 +191,12 @@ CATALOG: dict[str, tuple[str, str, str]] = {
     "rl/rejax_throughput.json": (
         "jaxlab's DQN beside rejax 0.1.3's, the same QNetwork in both, dense and Soft MoE, 1 and 8 vmapped seeds.",
         "benchmarks/rl_rejax_throughput.sh --frames=1000 --repeats=3 --out=benchmarks/results/rl/rejax_throughput.json",
+        _RL),
+    "rl/rejax_throughput_smoke.json": (
+        "A short re-measure beside rejax after the loop stopped computing metrics on the calls it does not log "
+        "(Soft MoE and dense, one seed, 2k frames; noisy, on a loaded machine).",
+        "python benchmarks/rl_rejax_throughput.py --heads=softmoe,dense --seeds=1 --loops=ours4,rejax --frames=2000 "
+        "--repeats=3 --chunk=1 --out=benchmarks/results/rl/rejax_throughput_smoke.json",
         _RL),
     "rl/expert_scaling_router_cost.json": (
         "CPU seconds per 1k frames of the expert-scaling cells (3 vmapped seeds) and the CPU estimate of the 200k-frame "
