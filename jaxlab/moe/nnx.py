@@ -47,6 +47,9 @@ class SoftMoE(LinenLayout):
     single_exponential: see :func:`jaxlab.moe.soft_moe` (only with ``impl="cpu_kernel"``).
     impl: ``"auto"``, ``"cpu_kernel"`` or ``"einsum"``; see :func:`jaxlab.moe.soft_moe`.
     param_dtype: dtype of the parameters.
+    noisy_experts: each expert's first layer is a factorised noisy linear layer
+      (:func:`jaxlab.moe.init_noisy_experts`, dopamine's ``ExpertModel(noisy=True)``); a call takes the
+      noise draw all experts and slots share as ``expert_noise``, as the linen module.
     rngs: the ``params`` stream initialises the parameters.
 
   Raises:
@@ -67,8 +70,9 @@ class SoftMoE(LinenLayout):
   def __init__(self, token_dim: int, num_experts: int, expert_hidden: int, *, num_tokens: Optional[int] = None,
                capacity_factor: float = 1.0, num_slots: Optional[int] = None, normalize: bool = False,
                single_exponential: bool = False, impl: str = "auto", param_dtype: jnp.dtype = jnp.float32,
-               rngs: nnx.Rngs):
+               noisy_experts: bool = False, rngs: nnx.Rngs):
     check_moe_settings("SoftMoE", num_experts, expert_hidden, capacity_factor, num_slots)
+    errors.check_bool(noisy_experts, "SoftMoE.noisy_experts")
     soft_lib.check_impl(impl, single_exponential, "SoftMoE.impl", "SoftMoE.single_exponential")
     errors.check_int(token_dim, "SoftMoE.token_dim", meaning="width of each token")
     check(num_slots is not None or num_tokens is not None,
@@ -79,21 +83,30 @@ class SoftMoE(LinenLayout):
       num_slots = soft_lib.num_slots(num_tokens, num_experts, capacity_factor)
     self.router = param_dict(soft_lib.init_router(rngs.params(), token_dim, num_experts, num_slots, normalize,
                                                   param_dtype))
-    self.experts = param_dict(experts_lib.init_experts(rngs.params(), num_experts, token_dim, expert_hidden,
-                                                       param_dtype))
+    init = experts_lib.init_noisy_experts if noisy_experts else experts_lib.init_experts
+    self.experts = param_dict(init(rngs.params(), num_experts, token_dim, expert_hidden, param_dtype))
     self.normalize, self.single_exponential, self.impl = normalize, single_exponential, impl
+    self.noisy_experts = noisy_experts
 
-  def __call__(self, x: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+  def __call__(self, x: jax.Array, expert_noise: tuple[jax.Array, jax.Array] | None = None
+               ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Tokens [b, m, d] -> (outputs [b, m, d], routing statistics); see :func:`jaxlab.moe.soft_moe`.
 
     Args:
       x: tokens [batch, tokens, token_dim].
+      expert_noise: with ``noisy_experts``, the draw ``(f_p [d, 1], f_q [1, h])`` all experts share
+        (:func:`jaxlab.rl.rainbow_layers.factorised_noise`), or None for the means.
 
     Returns:
       ``(y, stats)`` as :func:`jaxlab.moe.soft_moe` returns them.
     """
+    check(self.noisy_experts or expert_noise is None,
+          "SoftMoE got expert_noise but noisy_experts=False; set SoftMoE.noisy_experts=True for noisy experts")
     check_tokens("SoftMoE", x)
-    params = {"router": param_values(self.router), "experts": param_values(self.experts)}
+    experts = param_values(self.experts)
+    if self.noisy_experts:
+      experts = experts_lib.noisy_expert_weights(experts, *(expert_noise or (None, None)))
+    params = {"router": param_values(self.router), "experts": experts}
     return soft_lib.soft_moe(params, x, normalize=self.normalize, single_exponential=self.single_exponential,
                              impl=self.impl)
 

@@ -44,6 +44,12 @@ _GLOROT = nn.initializers.xavier_uniform()   # dopamine's xavier_uniform, as the
 _LECUN = nn.initializers.lecun_normal()      # flax's default, which Dopamine's IMPALA residual convs keep
 
 
+def _noise_stream(rngs: nnx.Rngs) -> Any:
+  """A fork of ``rngs``' ``noise`` stream (or ``default``) for a layer's own noise; None without one."""
+  has_stream = any(name in ("noise", "default") for name in rngs)
+  return rngs["noise"].fork() if has_stream else nnx.data(None)
+
+
 def _noise_key(rngs: nnx.Rngs | nnx.RngStream | jax.Array) -> Array:
   if isinstance(rngs, nnx.Rngs):
     return rngs["noise"]()
@@ -62,6 +68,8 @@ class NoisyDense(LinenLayout):
     in_features: p.
     features: q.
     deterministic: use the means only (no noise, no key needed).
+    factorised: apply the noise in its factorised form (``jaxlab.rl.rainbow_layers.noisy_dense``), which
+      forms no noisy weight matrix: the form for noise drawn per batch row under ``jax.vmap``.
     rngs: ``params`` initialises the parameters; the ``noise`` stream (or ``default``) is forked
       for the noise of each call, unless a call passes its own.
 
@@ -79,18 +87,19 @@ class NoisyDense(LinenLayout):
     (2, 4)
   """
 
-  def __init__(self, in_features: int, features: int, *, deterministic: bool = False, rngs: nnx.Rngs):
+  def __init__(self, in_features: int, features: int, *, deterministic: bool = False, factorised: bool = False,
+               rngs: nnx.Rngs):
     check_int(in_features, "NoisyDense.in_features")
     check_int(features, "NoisyDense.features")
     check_bool(deterministic, "NoisyDense.deterministic")
+    check_bool(factorised, "NoisyDense.factorised")
     p, q = in_features, features
     self.kernel_mu = nnx.Param(rainbow_layers.init_noisy_mu(rngs.params(), (p, q), p))
     self.kernel_sigma = nnx.Param(rainbow_layers.init_noisy_sigma(None, (p, q), p))
     self.bias_mu = nnx.Param(rainbow_layers.init_noisy_mu(rngs.params(), (q,), p))
     self.bias_sigma = nnx.Param(rainbow_layers.init_noisy_sigma(None, (q,), p))
-    self.deterministic = deterministic
-    has_stream = any(name in ("noise", "default") for name in rngs)
-    self.rngs = rngs["noise"].fork() if has_stream else nnx.data(None)
+    self.deterministic, self.factorised = deterministic, factorised
+    self.rngs = _noise_stream(rngs)
 
   def __call__(self, x: Array, *, deterministic: bool | None = None,
                rngs: nnx.Rngs | nnx.RngStream | jax.Array | None = None) -> Array:
@@ -114,7 +123,7 @@ class NoisyDense(LinenLayout):
       key = _noise_key(source)
     params = {"kernel_mu": self.kernel_mu[...], "kernel_sigma": self.kernel_sigma[...],
               "bias_mu": self.bias_mu[...], "bias_sigma": self.bias_sigma[...]}
-    return rainbow_layers.noisy_dense(params, x, key)
+    return rainbow_layers.noisy_dense(params, x, key, self.factorised)
 
 
 class RainbowHead(LinenLayout):
@@ -131,6 +140,7 @@ class RainbowHead(LinenLayout):
     noisy: noisy linear layers.
     dueling: value and advantage streams.
     deterministic: noisy layers use their means.
+    factorised: the noisy layers compute in their factorised form (:class:`NoisyDense`).
     rngs: parameters and the noisy layers' streams.
 
   Examples:
@@ -143,7 +153,7 @@ class RainbowHead(LinenLayout):
   """
 
   def __init__(self, in_features: int, num_actions: int, num_atoms: int = 51, *, noisy: bool = True,
-               dueling: bool = True, deterministic: bool = False, rngs: nnx.Rngs):
+               dueling: bool = True, deterministic: bool = False, factorised: bool = False, rngs: nnx.Rngs):
     check_int(in_features, "RainbowHead.in_features")
     check_int(num_actions, "RainbowHead.num_actions")
     check_int(num_atoms, "RainbowHead.num_atoms")
@@ -152,7 +162,7 @@ class RainbowHead(LinenLayout):
 
     def linear(features: int) -> nnx.Module:
       if noisy:
-        return NoisyDense(in_features, features, deterministic=deterministic, rngs=rngs)
+        return NoisyDense(in_features, features, deterministic=deterministic, factorised=factorised, rngs=rngs)
       return nnx.Linear(in_features, features, kernel_init=_GLOROT, rngs=rngs)
     a, n = num_actions, num_atoms
     if dueling:
@@ -501,11 +511,8 @@ class TokenMLP(LinenLayout):
 QNETWORK_SETTINGS = ("num_actions", "encoder", "head", "tokenizer", "num_experts", "expert_hidden", "width",
                      "width_multiplier", "capacity_factor", "normalize", "single_exponential", "moe_impl",
                      "patch_size", "embedding_size", "mlp_features", "importance_weight", "load_balancing_weight",
-                     "num_atoms", "dueling", "noisy", "deterministic", "diagnostics")
-#: Settings of the linen QNetwork this twin does not implement yet (the Dopamine-fidelity noise
-#: options of the Rainbow / DER presets): set to other than their default, they are refused with one
-#: line naming the linen module.
-QNETWORK_LINEN_ONLY = ("noisy_hidden", "noisy_experts", "noise_per_row", "expert_means")
+                     "num_atoms", "dueling", "noisy", "noisy_hidden", "noisy_experts", "noise_per_row",
+                     "deterministic", "expert_means", "diagnostics")
 # linen's automatic name of each encoder inside QNetwork
 _ENCODER_NAMES = {"minatar": "MinAtarEncoder_0", "nature": "NatureEncoder_0", "impala": "ImpalaEncoder_0",
                   "mlp": "MLPEncoder_0"}
@@ -566,14 +573,19 @@ class QNetwork(LinenLayout):
     if head == "none":
       hidden = math.prod(features)
     elif head == "dense":
-      self.Dense_0 = nnx.Linear(math.prod(features), c.width * c.width_multiplier, kernel_init=_GLOROT, rngs=rngs)
       hidden = c.width * c.width_multiplier
+      if c.noisy_hidden:  # linen's automatic name: the head's Dense is then Dense_0
+        self.NoisyDense_0 = NoisyDense(math.prod(features), hidden, deterministic=c.deterministic,
+                                       factorised=c.noise_per_row, rngs=rngs)
+      else:
+        self.Dense_0 = nnx.Linear(math.prod(features), hidden, kernel_init=_GLOROT, rngs=rngs)
     else:
       m, d = self._build_tokenizer(features, rngs)
       if head == "softmoe":
         self.SoftMoE_0 = moe_nnx.SoftMoE(d, c.num_experts, c.expert_hidden, num_tokens=m,
                                          capacity_factor=c.capacity_factor, normalize=c.normalize,
-                                         single_exponential=c.single_exponential, impl=c.moe_impl, rngs=rngs)
+                                         single_exponential=c.single_exponential, impl=c.moe_impl,
+                                         noisy_experts=c.noisy_experts, rngs=rngs)
       elif head == "top1":
         self.Top1MoE_0 = moe_nnx.Top1MoE(d, c.num_experts, c.expert_hidden, capacity_factor=c.capacity_factor,
                                          rngs=rngs)
@@ -583,12 +595,22 @@ class QNetwork(LinenLayout):
       else:
         self.TokenMLP_0 = TokenMLP(d, c.expert_hidden, rngs=rngs)
       hidden = m * d
+    self.expert_noise_rngs = _noise_stream(rngs) if self.draws_expert_noise else nnx.data(None)
     if c.num_atoms == 1 and not c.dueling and not c.noisy:
-      setattr(self, "Dense_1" if head == "dense" else "Dense_0",
-              nnx.Linear(hidden, c.num_actions, kernel_init=_GLOROT, rngs=rngs))
+      setattr(self, self._q_dense_name, nnx.Linear(hidden, c.num_actions, kernel_init=_GLOROT, rngs=rngs))
     else:
       self.rainbow_head = RainbowHead(hidden, c.num_actions, c.num_atoms, noisy=c.noisy, dueling=c.dueling,
-                                      deterministic=c.deterministic, rngs=rngs)
+                                      deterministic=c.deterministic, factorised=c.noise_per_row, rngs=rngs)
+
+  @property
+  def draws_expert_noise(self) -> bool:
+    """Whether the Soft-MoE experts draw noise on every call (``noisy_experts`` without ``expert_means``)."""
+    return self.config.noisy_experts and self.config.head == "softmoe" and not self.config.expert_means
+
+  @property
+  def _q_dense_name(self) -> str:
+    """linen's automatic name of the plain Q layer: ``Dense_1`` after the dense head's ``Dense_0``."""
+    return "Dense_1" if self.config.head == "dense" and not self.config.noisy_hidden else "Dense_0"
 
   def _build_tokenizer(self, features: tuple[int, ...], rngs: nnx.Rngs) -> tuple[int, int]:
     """Resolves the tokenizer as the linen ``QNetwork._tokens`` does, builds its layer; returns the tokens' (m, d)."""
@@ -651,13 +673,21 @@ class QNetwork(LinenLayout):
       hidden = features.reshape(b, -1)
       stats: dict[str, Any] = {}
     elif c.head == "dense":
-      hidden = jax.nn.relu(self.Dense_0(features.reshape(b, -1)))
+      layer = self.NoisyDense_0 if c.noisy_hidden else self.Dense_0
+      kwargs = {"deterministic": deterministic, "rngs": rngs} if c.noisy_hidden else {}
+      hidden = jax.nn.relu(layer(features.reshape(b, -1), **kwargs))
       stats = {}
       activations["penultimate"] = hidden
     else:
       x = self._tokens(features)
       if c.head == "softmoe":
-        y, stats = self.SoftMoE_0(x)
+        noise = None
+        if self.draws_expert_noise:  # one draw for every expert and slot; deterministic does not reach it (linen's)
+          source = rngs if rngs is not None else self.expert_noise_rngs
+          check(source is not None, "QNetwork(noisy_experts=True) has no noise stream: build it with rngs that have "
+                "'noise' (or 'default'), pass rngs= to the call, or set expert_means=True")
+          noise = rainbow_layers.factorised_noise(_noise_key(source), x.shape[-1], c.expert_hidden)
+        y, stats = self.SoftMoE_0(x, expert_noise=noise)
       elif c.head == "top1":
         y, stats = self.Top1MoE_0(x)
       else:
@@ -668,6 +698,6 @@ class QNetwork(LinenLayout):
       activations["features"] = hidden
       stats = {**stats, **{networks.ACTIVATIONS + k: v for k, v in activations.items()}}
     if not hasattr(self, "rainbow_head"):
-      return getattr(self, "Dense_1" if c.head == "dense" else "Dense_0")(hidden), stats
+      return getattr(self, self._q_dense_name)(hidden), stats
     logits = self.rainbow_head(hidden, deterministic=deterministic, rngs=rngs)
     return (logits[..., 0] if c.num_atoms == 1 else logits), stats

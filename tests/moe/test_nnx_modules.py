@@ -41,6 +41,19 @@ def test_nnx_soft_moe_equals_linen(tokens, settings):
   chex.assert_trees_all_equal(model(tokens), linen.apply(variables, tokens))
 
 
+def test_nnx_noisy_experts_equal_linen(tokens):
+  noise = (jax.random.normal(jax.random.key(3), (6, 1)), jax.random.normal(jax.random.key(4), (1, 8)))
+  linen = SoftMoE(num_experts=4, expert_hidden=8, noisy_experts=True)
+  variables = {"params": linen_params(linen, tokens)}
+  assert {"w1_sigma", "b1_sigma"} <= set(variables["params"]["experts"])
+  model = load(lambda: moe_nnx.SoftMoE(6, 4, 8, num_tokens=10, noisy_experts=True, rngs=nnx.Rngs(0)),
+               variables["params"])
+  for draw in (noise, None):  # one draw shared by every expert; None: the means
+    chex.assert_trees_all_equal(model(tokens, expert_noise=draw), linen.apply(variables, tokens, expert_noise=draw))
+  with pytest.raises(InputError, match="SoftMoE got expert_noise but noisy_experts=False"):
+    moe_nnx.SoftMoE(6, 4, 8, num_tokens=10, rngs=nnx.Rngs(0))(tokens, expert_noise=noise)
+
+
 def test_nnx_soft_moe_initialises_as_linen(tokens):
   """Same tree, shapes and dtypes as the linen init, from the same initialisers: the random values
   differ (NNX draws from ``rngs.params()``), their distribution does not (router LeCun normal, expert

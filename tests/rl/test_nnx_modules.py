@@ -18,7 +18,7 @@ import pytest
 from flax import nnx
 
 from jaxlab.errors import InputError
-from jaxlab.rl import ImpalaEncoder, QNetwork, RainbowHead, rainbow_layers
+from jaxlab.rl import ImpalaEncoder, QNetwork, RainbowHead, networks, rainbow_layers
 from jaxlab.rl import nnx as rl_nnx
 from jaxlab.rl.networks_encoders import MinAtarEncoder, NatureEncoder
 from jaxlab.rl.rainbow_layers import NoisyDense
@@ -123,6 +123,65 @@ def test_nnx_noisy_layers_equal_linen_given_its_keys(monkeypatch):
                                 linen.clone(deterministic=True).apply(variables, obs)[0])
 
 
+class _Draws:
+  """Records the keys of ``factorised_noise`` draws (every noisy layer's and the noisy experts'), or replays them."""
+
+  def __init__(self, monkeypatch):
+    self.keys, self.replay = [], None
+    original = rainbow_layers.factorised_noise
+
+    def factorised_noise(key, p, q):
+      if self.replay is not None:
+        key = self.replay.pop(0)
+      else:
+        self.keys.append(key)
+      return original(key, p, q)
+    monkeypatch.setattr(rainbow_layers, "factorised_noise", factorised_noise)
+    monkeypatch.setattr(networks, "factorised_noise", factorised_noise)  # the linen head imported the name
+
+
+# Dopamine's fidelity options, as the der / full_rainbow presets set them (jaxlab.rl.QNetwork's docstring)
+FIDELITY = [
+    dict(num_actions=3, head="dense", width=8, num_atoms=5, dueling=True, noisy=True, noisy_hidden=True),
+    dict(num_actions=3, head="dense", width=8, noisy_hidden=True, noise_per_row=True),
+    dict(num_actions=3, num_experts=2, expert_hidden=8, num_atoms=5, dueling=True, noisy=True, noisy_experts=True,
+         noise_per_row=True),
+    dict(num_actions=3, num_experts=2, expert_hidden=8, noisy_experts=True, tokenizer="flatten"),
+]
+
+
+@pytest.mark.parametrize("settings", FIDELITY, ids=lambda s: "-".join(k for k, v in s.items() if v is True))
+def test_nnx_fidelity_noise_options_equal_linen_given_its_draws(monkeypatch, settings):
+  draws = _Draws(monkeypatch)
+  obs = _obs()
+  linen = QNetwork(**settings)
+  variables = {"params": linen_params(linen, obs, rngs=NOISE_INIT)}
+  draws.keys.clear()
+  expected = linen.apply(variables, obs, rngs={"noise": jax.random.key(4)})
+  assert draws.keys   # the settings draw noise
+  model = load(lambda: rl_nnx.QNetwork(MINATAR, **settings, rngs=nnx.Rngs(0)), variables["params"])
+  assert sorted(model.linen_params()) == sorted(variables["params"])
+  draws.replay = list(draws.keys)
+  chex.assert_trees_all_equal(model(obs, rngs=nnx.Rngs(noise=0)), expected)
+  assert draws.replay == []
+  draws.replay = None
+  means = dict(deterministic=True, expert_means=True)
+  np.testing.assert_array_equal(model(obs, deterministic=True)[0] if not settings.get("noisy_experts") else
+                                load(lambda: rl_nnx.QNetwork(MINATAR, **settings, **means, rngs=nnx.Rngs(0)),
+                                     variables["params"])(obs)[0],
+                                linen.clone(**means).apply(variables, obs)[0])
+
+
+def test_nnx_noisy_experts_draw_whatever_deterministic_says_as_linen():
+  """Dopamine's eval_mode never reaches the experts: deterministic leaves them noisy, expert_means does not."""
+  settings = dict(num_actions=3, num_experts=2, expert_hidden=8, noisy_experts=True)
+  model = rl_nnx.QNetwork(MINATAR, **settings, rngs=nnx.Rngs(0))
+  obs = _obs()
+  assert not np.array_equal(model(obs, deterministic=True)[0], model(obs, deterministic=True)[0])
+  means = rl_nnx.QNetwork(MINATAR, **settings, expert_means=True, rngs=nnx.Rngs(params=0))
+  np.testing.assert_array_equal(means(obs)[0], means(obs)[0])
+
+
 def test_nnx_noise_is_fresh_per_call_and_fixed_by_the_calls_rngs():
   head = rl_nnx.RainbowHead(8, 3, 5, rngs=nnx.Rngs(0))
   x = jnp.ones((2, 8))
@@ -147,10 +206,7 @@ def test_nnx_qnetwork_trains_with_momo_adam_as_linen():
 def test_every_linen_setting_has_an_nnx_counterpart():
   """A field added to the linen QNetwork and not to the NNX one fails here (and is refused when set)."""
   fields = {f.name for f in dataclasses.fields(QNetwork)} - {"parent", "name"}
-  assert fields == set(rl_nnx.QNETWORK_SETTINGS) | set(rl_nnx.QNETWORK_LINEN_ONLY)
-  for name in rl_nnx.QNETWORK_LINEN_ONLY:
-    with pytest.raises(InputError, match=f"QNetwork.{name}=True has no NNX counterpart; use the linen module"):
-      rl_nnx.QNetwork(MINATAR, num_actions=3, noisy=True, **{name: True}, rngs=nnx.Rngs(0))
+  assert fields == set(rl_nnx.QNETWORK_SETTINGS)
 
 
 def test_bad_nnx_settings_are_one_line():

@@ -13,14 +13,19 @@ The expansion is bash's, as the ``braceexpand`` package (which webdataset uses) 
   expanded; a pattern's parts combine as a product, leftmost slowest.
 
 Unlike ``braceexpand`` a backslash is an ordinary character (no escaping), and unbalanced braces
-are an ``InputError`` naming the config key.
+are an ``InputError`` naming the config key. The names are counted before any is made: a value
+standing for more than ``MAX_NAMES`` (a range one digit too wide) is an ``InputError`` with
+the count, not a ``MemoryError``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import math
 import re
 import string
+from typing import Union
 
 from jaxlab.errors import InputError
 
@@ -31,8 +36,24 @@ _INT_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.-?(\d+))?$")
 _CHAR_RANGE = re.compile(r"^([A-Za-z])\.\.([A-Za-z])(?:\.\.-?(\d+))?$")
 
 
+#: The most names a value may stand for: every shard is indexed at start, and the names are held in memory.
+MAX_NAMES = 1_000_000
+
+
 class _Unbalanced(Exception):
   pass
+
+
+@dataclasses.dataclass(frozen=True)
+class _Range:
+  """An integer range's numbers, zero-padded to ``width`` (0: not padded), not expanded until asked."""
+  numbers: range
+  width: int
+
+
+# A parsed pattern is a list of parts combined as a product: a literal str, a _Range, a list of
+# letters, or alternatives (a tuple of parsed patterns).
+_Part = Union[str, _Range, list, tuple]
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -45,18 +66,25 @@ def expand_braces(pattern: str) -> list[str]:
     The expanded names; a pattern without braces is itself.
 
   Raises:
-    InputError: unbalanced braces.
+    InputError: unbalanced braces, or more than ``MAX_NAMES`` names (counted before any is made).
 
   >>> expand_braces("s/{008..011}.tar")
   ['s/008.tar', 's/009.tar', 's/010.tar', 's/011.tar']
   >>> expand_braces("{train,val}-{0..1}.tar")
   ['train-0.tar', 'train-1.tar', 'val-0.tar', 'val-1.tar']
   """
-  try:
-    return _pattern(pattern)
-  except _Unbalanced:
-    raise InputError(f"{pattern!r} has unbalanced braces; allowed: a brace pattern such as "
-                     "'shards/{00000..00099}.tar'") from None
+  parsed = _parsed(pattern)
+  _check_count(_count(parsed), repr(pattern))
+  return _expand(parsed)
+
+
+def count_braces(pattern: str) -> int:
+  """How many names ``pattern`` stands for, counted without making them.
+
+  >>> count_braces("shards/{000000000..999999999}.tar")
+  1000000000
+  """
+  return _count(_parsed(pattern))
 
 
 def expand_shard_patterns(spec: str, key: str) -> list[str]:
@@ -67,31 +95,47 @@ def expand_shard_patterns(spec: str, key: str) -> list[str]:
     key: the config key ``spec`` came from, for messages.
 
   Raises:
-    InputError: an empty pattern (an empty ``spec``, or one with an empty part between ``::``) or
-      unbalanced braces, naming ``key``.
+    InputError: an empty pattern (an empty ``spec``, or one with an empty part between ``::``),
+      unbalanced braces, or more than ``MAX_NAMES`` names in all (counted before any is made),
+      naming ``key``.
   """
   if not isinstance(spec, str) or not spec.strip():
     raise InputError(f"{key}={spec!r}; allowed: a brace pattern of .tar shards such as 'shards/{{00000..00099}}.tar' "
                      "(several joined by '::')")
-  names = []
+  parsed = []
   for part in spec.split(SEPARATOR):
     if not part.strip():
       raise InputError(f"{key}={spec!r} has an empty pattern between '::'; allowed: patterns joined by '::'")
     try:
-      names.extend(expand_braces(part))
+      parsed.append(_parsed(part))
     except InputError as e:
       raise InputError(f"{key}: {e}") from None
-  return names
+  _check_count(sum(_count(p) for p in parsed), f"{key}={spec!r}")
+  return [name for p in parsed for name in _expand(p)]
 
 
-def _pattern(text: str) -> list[str]:
-  """A pattern: literals and brace groups at depth 0, combined as a product."""
-  items: list[list[str]] = []
+def _check_count(count: int, what: str) -> None:
+  if count > MAX_NAMES:
+    raise InputError(f"{what} stands for {count:,} names; allowed: at most {MAX_NAMES:,} (every shard is indexed "
+                     "at start; is a range of the pattern too wide?)")
+
+
+def _parsed(pattern: str) -> list[_Part]:
+  try:
+    return _pattern(pattern)
+  except _Unbalanced:
+    raise InputError(f"{pattern!r} has unbalanced braces; allowed: a brace pattern such as "
+                     "'shards/{00000..00099}.tar'") from None
+
+
+def _pattern(text: str) -> list[_Part]:
+  """A pattern: literals and brace groups at depth 0, parsed as the parts of a product."""
+  items: list[_Part] = []
   start = depth = 0
   for pos, char in enumerate(text):
     if char == "{":
       if depth == 0 and pos > start:
-        items.append([text[start:pos]])
+        items.append(text[start:pos])
       if depth == 0:
         start = pos
       depth += 1
@@ -102,17 +146,17 @@ def _pattern(text: str) -> list[str]:
       if depth == 0:
         inner = text[start + 1:pos]
         group = _expression(inner)
-        items.extend([group] if group is not None else [["{"], _pattern(inner), ["}"]])
+        items.extend([group] if group is not None else ["{", (_pattern(inner),), "}"])
         start = pos + 1
   if depth:
     raise _Unbalanced
   if start < len(text):
-    items.append([text[start:]])
-  return ["".join(parts) for parts in itertools.product(*items)]
+    items.append(text[start:])
+  return items
 
 
-def _expression(inner: str) -> list[str] | None:
-  """A brace group's names: a range or a comma sequence; None for neither (then it is literal)."""
+def _expression(inner: str) -> _Part | None:
+  """A brace group: a range or a comma sequence; None for neither (then it is literal)."""
   match = _INT_RANGE.match(inner)
   if match:
     return _int_range(*match.groups())
@@ -130,11 +174,40 @@ def _expression(inner: str) -> list[str] | None:
   if not parts:
     return None
   parts.append(inner[start:])
-  return [name for part in parts for name in _pattern(part)]
+  return tuple(_pattern(part) for part in parts)
 
 
-def _int_range(first: str, last: str, step: str | None) -> list[str]:
+def _int_range(first: str, last: str, step: str | None) -> _Range:
   padded = any(s.startswith(("0", "-0")) for s in (first, last) if s not in ("0", "-0"))
   width = max(len(first), len(last)) if padded else 0
   a, b, by = int(first), int(last), int(step or 1) or 1
-  return [f"{i:0{width}d}" for i in (range(a, b + 1, by) if a < b else range(a, b - 1, -by))]
+  return _Range(range(a, b + 1, by) if a < b else range(a, b - 1, -by), width)
+
+
+def _count(parts: list[_Part]) -> int:
+  """The names a parsed pattern stands for: the product of its parts' counts."""
+  return math.prod(_part_count(p) for p in parts)
+
+
+def _part_count(part: _Part) -> int:
+  if isinstance(part, str):
+    return 1
+  if isinstance(part, _Range):
+    return len(part.numbers)
+  if isinstance(part, list):
+    return len(part)
+  return sum(_count(alternative) for alternative in part)
+
+
+def _expand(parts: list[_Part]) -> list[str]:
+  return ["".join(names) for names in itertools.product(*(_part_names(p) for p in parts))]
+
+
+def _part_names(part: _Part) -> list[str]:
+  if isinstance(part, str):
+    return [part]
+  if isinstance(part, _Range):
+    return [f"{i:0{part.width}d}" for i in part.numbers]
+  if isinstance(part, list):
+    return part
+  return [name for alternative in part for name in _expand(alternative)]

@@ -13,8 +13,12 @@ does.
 Every check happens here, before any image is decoded: a missing file, a file that is not UTF-8
 (its line and byte offset), a missing or repeated column (a repeated one would silently take the
 later column's values), an empty value, a bad split name, and rows whose image file does not
-exist (one line with their count, the first few and how their paths were resolved). No row is
-ever skipped.
+exist (one line with their count, the first few and how their paths were resolved). A CSV
+file's quoting is read strictly: a quote that opens a field and is never closed (which would
+swallow the rest of the file into one caption), a closed quote followed by more text, a quoted
+field holding lines that read as rows of the file (a stray quote closed by a later row's), and a
+field longer than the csv module's limit (131072 characters) are each one line naming the file
+and line. No row is ever skipped.
 """
 
 from __future__ import annotations
@@ -150,11 +154,17 @@ def _read_text(path: str) -> str:
 
 
 def _read_csv(path: str, layout: CsvLayout) -> tuple[list[dict], list[int], dict[str, str], tuple[str, ...]]:
-  """Rows as ``{role: value}``, their lines, ``{role: column}`` of the roles present, the ignored columns."""
+  """Rows as ``{role: value}``, their lines, ``{role: column}`` of the roles present, the ignored columns.
+
+  The csv module reads in strict mode, so a quote that opens a field and is never closed, or is
+  closed and followed by more text (``"a" b``), is an InputError naming the line, not the rest of
+  the file read as one field; a quoted field that closes on a later line but holds lines that read
+  as rows of this file (a stray quote closed by another row's) is refused as well.
+  """
   with io.StringIO(_read_text(path), newline="") as f:
     separator = layout.field_separator(path)
-    reader = csv.reader(f, delimiter=separator)
-    header = next(reader, None)
+    reader = csv.reader(f, delimiter=separator, strict=True)
+    header = _next_row(reader, path)
     if header is None:
       raise InputError(f"{path}: empty file; allowed: a header row ({', '.join(layout.columns[r] for r in ROLES)}) "
                        "and one row per pair")
@@ -162,15 +172,61 @@ def _read_csv(path: str, layout: CsvLayout) -> tuple[list[dict], list[int], dict
     index = _column_index(path, header, layout, separator)
     ignored = tuple(c for c in header if c not in {header[i] for i in index.values()})
     rows, lines = [], []
-    for fields in reader:
+    while True:
+      start = reader.line_num + 1
+      fields = _next_row(reader, path)
+      if fields is None:
+        break
       if not fields:
         continue  # a blank line, as csv.DictReader and pandas skip it
       if len(fields) > len(header):
         raise InputError(f"{path} line {reader.line_num}: {len(fields)} fields for {len(header)} columns "
                          f"({_shown(header)})")
+      if reader.line_num > start:
+        _check_multiline(path, fields, separator, index.get("image"), start, reader.line_num)
       rows.append({role: fields[i] if i < len(fields) else None for role, i in index.items()})
-      lines.append(reader.line_num)
+      lines.append(start)
   return rows, lines, {role: header[i] for role, i in index.items()}, ignored
+
+
+#: The image extensions a row-like line inside a quoted field is recognised by.
+_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".ppm", ".pgm")
+
+
+def _next_row(reader, path: str) -> list[str] | None:
+  """The reader's next row (None at the end); the csv module's errors as one line naming the file and line."""
+  start = reader.line_num + 1
+  try:
+    return next(reader)
+  except StopIteration:
+    return None
+  except csv.Error as e:
+    text = str(e)
+    if text == "unexpected end of data":
+      why = (f"a quoted field opened on line {start} is not closed before the end of the file (line "
+             f"{reader.line_num}), so the rest of the file would read as one field; allowed: a quote that opens a "
+             'field closed by another, a quote inside a quoted field written twice ("")')
+    elif text.startswith("field larger than field limit"):
+      why = (f"a field longer than {csv.field_size_limit()} characters (the csv module's limit; usually a quote "
+             "that was never closed); allowed: fields of at most that length")
+    else:  # a quote closed and followed by more text, e.g. "a" b
+      why = f"{text} (csv quoting); allowed: a quoted field that ends at its closing quote"
+    raise InputError(f"{path} line {start}: {why}") from None
+
+
+def _check_multiline(path: str, fields: list[str], separator: str, image: int | None,
+                     start: int, end: int) -> None:
+  """A quoted field spanning lines may hold a line break; lines in it that read as rows of the file were swallowed."""
+  for field in fields:
+    for offset, text in enumerate(field.split("\n")[1:], start=1):
+      parts = text.rstrip("\r").split(separator)
+      # the last line is cut where the quote closes: an image path and one separator are enough
+      if image is not None and 2 <= len(parts) and image < len(parts) and \
+          parts[image].strip().lower().endswith(_IMAGE_SUFFIXES):
+        raise InputError(f"{path} line {start}: a quoted field runs from line {start} to line {end} and holds line "
+                         f"{start + offset} ({text.strip()[:60]!r}), which reads as a row of this file: a stray quote "
+                         "swallowed the rows between into one caption; allowed: a quote inside a quoted field written "
+                         'twice (""), line breaks only inside a caption')
 
 
 def _column_index(path: str, header: list[str], layout: CsvLayout, separator: str) -> dict[str, int]:

@@ -9,7 +9,9 @@ projection towers on). Optional ``label`` (class ids or names, for zero-shot eva
 * an ``.npz`` file with arrays ``image``, ``text`` (``label``, ``split``);
 * a ``.parquet`` file with list-of-float columns ``image``, ``text`` (``label``, ``split``).
 
-Shapes, dtypes, names and row counts are checked when the file is opened; values are checked
+Shapes, dtypes, names and row counts are checked when the file is opened, and a file that is
+cut short or holds Python objects (an object array, which would need pickle) is one line naming
+it; values are checked
 row by row as rows are read (``check_finite_rows``): a NaN or inf row is an ``InputError`` naming
 its index, never skipped.
 """
@@ -17,7 +19,10 @@ its index, never skipped.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
@@ -92,16 +97,59 @@ def _unknown(path: str, names: list[str], what: str) -> None:
 def _read_npy_folder(path: str) -> dict[str, np.ndarray]:
   names = sorted(f[:-4] for f in os.listdir(path) if f.endswith(".npy"))
   _unknown(path, names, ".npy file")
-  return {n: np.load(os.path.join(path, n + ".npy"), mmap_mode="r", allow_pickle=False) for n in names}
+  return {n: _read_npy(os.path.join(path, n + ".npy")) for n in names}
+
+
+_OBJECTS = ("holds Python objects (dtype object), which numpy reads only with allow_pickle, and a pickle can run "
+            "code when loaded; allowed: numeric arrays, labels as integers or strings (np.asarray(labels, str))")
+
+
+def _read_npy(file: str) -> np.ndarray:
+  """One .npy file, memory-mapped; a damaged, cut short or object array is one line naming the file."""
+  try:
+    return np.load(file, mmap_mode="r", allow_pickle=False)
+  except (OSError, ValueError, EOFError) as e:
+    raise InputError(f"{file}: {_npy_problem(file, e)}") from None
+
+
+def _npy_problem(file: str, error: Exception) -> str:
+  """What is wrong with a .npy file numpy would not open, from its header where it can be read."""
+  readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+  try:
+    with open(file, "rb") as f:
+      version = np.lib.format.read_magic(f)
+      shape, _, dtype = readers[version](f)
+      offset = f.tell()
+  except (OSError, ValueError, EOFError, KeyError):
+    return f"not a complete .npy file ({error}); allowed: a file np.save wrote whole"
+  if dtype.hasobject:
+    return _OBJECTS
+  needed, size = offset + math.prod(shape) * dtype.itemsize, os.path.getsize(file)
+  if size < needed:
+    return (f"cut short: its header says shape {shape} {dtype} ({needed} bytes with the header), the file has "
+            f"{size} bytes; allowed: a complete .npy file (copy it again)")
+  return f"cannot be read as a .npy file ({error})"
 
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:
   try:
-    with np.load(path, allow_pickle=False) as z:
-      _unknown(path, list(z.files), "array")
-      return {n: z[n] for n in z.files}
-  except (OSError, ValueError) as e:
-    raise InputError(f"{path}: cannot be read as an .npz file ({e})") from None
+    z = np.load(path, allow_pickle=False)
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    raise InputError(f"{path}: not a complete .npz file ({e}; an .npz file is a zip archive, and one cut short loses "
+                     "its directory at the end); allowed: a file np.savez wrote whole") from None
+  with z:
+    _unknown(path, list(z.files), "array")
+    arrays = {}
+    for name in z.files:
+      try:
+        arrays[name] = z[name]
+      except ValueError as e:
+        if "allow_pickle" in str(e):
+          raise InputError(f"{path}: array {name!r} {_OBJECTS}") from None
+        raise InputError(f"{path}: array {name!r} cannot be read ({e}); allowed: a file np.savez wrote whole") from None
+      except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise InputError(f"{path}: array {name!r} cannot be read ({e}); allowed: a file np.savez wrote whole") from None
+    return arrays
 
 
 def _read_parquet(path: str) -> dict[str, np.ndarray]:

@@ -18,7 +18,9 @@ captions are tokenized up front, by a tokenizer trained on the training captions
 images are decoded into memory, so keep the held-out split small.
 
 A resume must find the same shards: the fingerprint lists each shard's name (as the pattern
-expands it), size and a hash of its ends (``jaxlab.data_fingerprint``) and the pair counts.
+expands it), size and a hash of its ends (``jaxlab.data_fingerprint``) and the pair counts. The
+same digest refuses a held-out shard that is a byte copy of a training shard (one named twice
+is refused by its path already).
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def load_shard_pairs(data: Mapping[str, Any]) -> Pairs:
   Raises:
     InputError: one line naming the config key and the pattern or shard: a source set twice, a
       pattern matching no file, an empty, compressed, unreadable or truncated shard, shards with
-      no usable sample, a caption that is not UTF-8, a held-out split that is empty.
+      no usable sample, a caption that is not UTF-8, a held-out split that is empty, a held-out
+      shard that is (a copy of) a training shard.
   """
   if data.get("embeddings", ""):
     raise InputError(f"data.train_shards={data.get('train_shards', '')!r} and data.embeddings={data['embeddings']!r} "
@@ -76,6 +79,8 @@ def load_shard_pairs(data: Mapping[str, Any]) -> Pairs:
   files = {key: [_path(data, n) for n in found] for key, found in names.items()}
   _check_disjoint(files)
   indexes = {key: _index(found, key) for key, found in files.items()}
+  digests = {key: [file_digest(path) for path in found] for key, found in files.items()}
+  _check_not_copies(files, digests)
   train_index = indexes["train_shards"]
   if "eval_shards" in indexes:
     test_index = indexes["eval_shards"]
@@ -102,8 +107,9 @@ def load_shard_pairs(data: Mapping[str, Any]) -> Pairs:
                  f"{sum(len(f) for f in files.values())} webdataset shards "
                  f"({', '.join(f'data.{key}={data[key]!r}' for key in names)}), 0 classes, vocabulary "
                  f"{tokenizer.get_vocab_size()}, {truncated} captions truncated, {sum(skipped.values())} samples "
-                 f"skipped ({', '.join(f'{n} {reason}' for reason, n in skipped.items())})")
-  fingerprint = shards_fingerprint(names, files, indexes)
+                 f"skipped ({', '.join(f'{n} {reason}' for reason, n in skipped.items())})"
+                 + _trailing_note(indexes))
+  fingerprint = shards_fingerprint(names, files, indexes, digests)
   return Pairs(kind="images", text_key="tokens", train=_records(train, read_train), test=test_set, classes=(),
                class_texts=None, model_kwargs={"vocab_size": tokenizer_lib.vocab_size(tokenizer)},
                files={FINGERPRINT_FILE: fingerprint_text(fingerprint), TOKENIZER_FILE: tokenizer.to_str(pretty=True)},
@@ -111,15 +117,17 @@ def load_shard_pairs(data: Mapping[str, Any]) -> Pairs:
 
 
 def shards_fingerprint(names: dict[str, list[str]], files: dict[str, list[str]],
-                       indexes: dict[str, ShardIndex]) -> dict[str, Any]:
+                       indexes: dict[str, ShardIndex], digests: dict[str, list[dict]] | None = None) -> dict[str, Any]:
   """The fingerprint of the shards: per config key each shard's name, size and hash of its ends; the sample counts.
 
   Args:
     names: per config key (``train_shards``, ``eval_shards``) the shard names as the pattern expands them.
     files: the same shards' paths.
     indexes: the same shards' :class:`~jaxlab.ot_clip.data.tar_index.ShardIndex`.
+    digests: the same shards' ``jaxlab.data_fingerprint.file_digest``, when already taken (else taken here).
   """
-  return {key: [{"name": name, **file_digest(path)} for name, path in zip(names[key], files[key])]
+  digests = digests or {key: [file_digest(path) for path in files[key]] for key in names}
+  return {key: [{"name": name, **digest} for name, digest in zip(names[key], digests[key])]
           for key in names} | {"pairs": {key: len(ix) for key, ix in indexes.items()},
                                "skipped": {key: ix.skipped for key, ix in indexes.items()}}
 
@@ -136,6 +144,30 @@ def _check_disjoint(files: dict[str, list[str]]) -> None:
     if shared:
       raise InputError(f"data.eval_shards and data.train_shards both name shard {shared[0]!r}; allowed: held-out "
                        "shards that are not trained on")
+
+
+def _check_not_copies(files: dict[str, list[str]], digests: dict[str, list[dict]]) -> None:
+  """A held-out shard that is a byte copy of a training shard (same size and hash of its ends) evaluates on its
+  training pairs."""
+  if "eval_shards" not in files:
+    return
+  train = {(d["size"], d["sha256_ends"]): path for path, d in zip(files["train_shards"], digests["train_shards"])}
+  for path, d in zip(files["eval_shards"], digests["eval_shards"]):
+    copied = train.get((d["size"], d["sha256_ends"]))
+    if copied is not None:
+      raise InputError(f"data.eval_shards shard {path!r} is a copy of data.train_shards shard {copied!r} (the same "
+                       f"{d['size']} bytes by size and the sha256 of its first and last MiB): evaluation would be on "
+                       "training pairs; allowed: held-out shards that are not copies of training shards")
+
+
+def _trailing_note(indexes: dict[str, ShardIndex]) -> str:
+  """``", 37 bytes after the end-of-archive marker of 1 shard ignored (first: 's/00001.tar')"``, or ``""``."""
+  trailing = {path: n for ix in indexes.values() for path, n in ix.trailing.items()}
+  if not trailing:
+    return ""
+  first = next(iter(trailing))
+  return (f", {sum(trailing.values())} bytes after the end-of-archive marker of {len(trailing)} shard"
+          f"{'s' if len(trailing) > 1 else ''} ignored, as tar and webdataset ignore them (first: {first!r})")
 
 
 def _index(files: list[str], key: str) -> ShardIndex:

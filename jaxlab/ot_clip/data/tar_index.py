@@ -13,7 +13,15 @@ Indexing reads every member header (``tarfile``, which seeks past the data) and 
 ``png``, ``jpeg``, ``webp`` present (open_clip's ``"jpg;png;jpeg;webp"``); the caption is
 ``txt``, UTF-8; every other member (``json``, ...) is ignored. A sample without an image or a
 caption is skipped and counted: img2dataset writes a failed download as a key with only its
-``.json``. An empty caption counts as no caption.
+``.json``. An empty caption counts as no caption. Names whose key holds a dot
+(``img.000001.jpg``: key ``img``, extension ``000001.jpg`` by webdataset's rule) merge a shard's
+samples into one key: such a sample is refused, naming the rule, rather than skipped as one.
+
+A shard must end at tar's end-of-archive marker: tarfile and webdataset stop quietly at a shard
+cut after a complete member or at a damaged header, so either is refused, naming the byte where
+the shard stops. Bytes after the marker are ignored, as tar and webdataset ignore them, and
+counted (``ShardIndex.trailing``); a second archive there (shards joined with ``cat``) is refused,
+since its members would not be read.
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ class ShardIndex:
     image_size: the image's length in bytes (int64).
     captions: each sample's caption.
     skipped: samples left out, by reason (:data:`SKIP_REASONS`).
+    trailing: ``{shard: bytes}`` of the shards with bytes after their end-of-archive marker other
+      than zero padding (ignored, as tar and webdataset ignore them).
   """
   files: list[str]
   shard: np.ndarray
@@ -59,6 +69,7 @@ class ShardIndex:
   image_size: np.ndarray
   captions: list[str]
   skipped: dict[str, int]
+  trailing: dict[str, int] = dataclasses.field(default_factory=dict)
 
   def __len__(self) -> int:
     return len(self.keys)
@@ -85,8 +96,9 @@ def index_shards(files: list[str], key: str) -> ShardIndex:
 
   Raises:
     InputError: one line naming ``key`` and the shard: a missing file, an empty or compressed
-      shard, one ``tarfile`` cannot read or that is truncated, a sample with two members of one
-      extension, or a caption that is not UTF-8 (naming its key).
+      shard, one ``tarfile`` cannot read, that is truncated (also at a member boundary) or holds a
+      second archive, a sample with two members of one extension, keys holding dots that merge
+      samples, or a caption that is not UTF-8 (naming its key).
   """
   missing = [f for f in files if not os.path.isfile(f)]
   if missing:
@@ -95,12 +107,18 @@ def index_shards(files: list[str], key: str) -> ShardIndex:
   columns: dict[str, list] = {c: [] for c in ("shard", "keys", "image_names", "image_offset", "image_size",
                                               "captions")}
   skipped = dict.fromkeys(SKIP_REASONS, 0)
+  trailing: dict[str, int] = {}
   for number, path in enumerate(files):
     with open(path, "rb") as f:  # the headers are read first, then the captions by offset
-      for sample_key, members in _samples(f, path, key):
-        image = next((members[e] for e in IMAGE_EXTENSIONS if e in members), None)
-        caption = members.get(CAPTION_EXTENSION)
+      infos, trailing_bytes = _members(f, path, key)
+      if trailing_bytes:
+        trailing[path] = trailing_bytes
+      for sample_key, group in _samples(infos, path, key):
+        image = next((group[e] for e in IMAGE_EXTENSIONS if e in group), None)
+        caption = group.get(CAPTION_EXTENSION)
         reason = "no image" if image is None else "no caption" if caption is None else None
+        if reason:
+          _check_dotted_key(group, path, sample_key, key)
         text = None if reason else _caption(f, path, caption, sample_key, key)
         if reason is None and not text.strip():
           reason = "empty caption"
@@ -116,7 +134,7 @@ def index_shards(files: list[str], key: str) -> ShardIndex:
   return ShardIndex(files=list(files), shard=np.asarray(columns["shard"], np.int32), keys=columns["keys"],
                     image_names=columns["image_names"], image_offset=np.asarray(columns["image_offset"], np.int64),
                     image_size=np.asarray(columns["image_size"], np.int64), captions=columns["captions"],
-                    skipped=skipped)
+                    skipped=skipped, trailing=trailing)
 
 
 def read_member(path: str, offset: int, size: int, name: str) -> bytes:
@@ -134,8 +152,9 @@ def _read_at(f, offset: int, size: int) -> bytes:
   return f.read(size)
 
 
-def _samples(f, path: str, key: str):
-  """(sample key, {extension: TarInfo}) of each sample of shard ``path`` (open as ``f``), in tar order."""
+def _members(f, path: str, key: str) -> tuple[list[tarfile.TarInfo], int]:
+  """The members of shard ``path`` (open as ``f``), checked to end at the end-of-archive marker, and the count of
+  the bytes after it that are not zero padding."""
   magic = f.read(2)
   f.seek(0)
   if not magic:
@@ -155,9 +174,11 @@ def _samples(f, path: str, key: str):
                        f"({type(e).__name__}: {e}); allowed: a complete, uncompressed tar file") from None
   if not members:
     raise InputError(f"{key}: shard {path!r} holds no files; allowed: a tar file of samples")
-  if any(_read_at(f, end, tarfile.RECORDSIZE)):  # tarfile ends quietly at a partial header
-    raise InputError(f"{key}: shard {path!r} is cut short (a partial header at byte {end}, after member "
-                     f"{members[-1].name!r}); allowed: a complete tar file")
+  return members, _check_end(f, path, key, end, members[-1].name)
+
+
+def _samples(members: list[tarfile.TarInfo], path: str, key: str):
+  """(sample key, {extension: TarInfo}) of each sample of shard ``path``, in tar order."""
   current, group = None, {}
   for info in members:
     if not info.isreg() or ("/" not in info.name and info.name.startswith("__") and info.name.endswith("__")):
@@ -176,6 +197,67 @@ def _samples(f, path: str, key: str):
     group[ext] = info
   if group:
     yield current, group
+
+
+def _check_dotted_key(group: dict[str, tarfile.TarInfo], path: str, sample_key: str, key: str) -> None:
+  """A sample without an image or caption whose members' extensions hold a dot and end in an image or caption
+  extension is several samples merged by their keys' dots: refused, not skipped as one."""
+  wanted = IMAGE_EXTENSIONS + (CAPTION_EXTENSION,)
+  merged = [info.name for ext, info in group.items() if "." in ext and ext.rsplit(".", 1)[1] in wanted]
+  if merged:
+    ext = next(e for e, info in group.items() if info.name == merged[0])
+    raise InputError(f"{key}: shard {path!r}: {len(group)} members ({', '.join(map(repr, merged[:2]))}, ...) share "
+                     f"the key {sample_key!r}: a webdataset key ends at the first dot of the file name "
+                     f"(webdataset's tariterators.base_plus_ext), so {merged[0]!r} is key {sample_key!r} with "
+                     f"extension {ext!r}, and they read as one sample without an image and a caption; allowed: member "
+                     "names <key>.<extension> with no dot in the key's file name (e.g. 'img_000001.jpg')")
+
+
+def _check_end(f, path: str, key: str, end: int, last: str) -> int:
+  """Where tarfile stopped (``end``) must be the end-of-archive marker, else the shard is cut short or damaged.
+
+  tarfile (and so webdataset) stops quietly at a file that ends after a complete member, at a
+  partial header and at a header it cannot read: the samples after that point would be lost
+  without a word. After the marker, zero padding is what tar writes; other bytes are ignored by
+  tar and webdataset and so here (their count is returned), except a second archive (shards
+  joined with ``cat``), whose members they would not read.
+  """
+  block = _read_at(f, end, tarfile.BLOCKSIZE)
+  if not block:
+    raise InputError(f"{key}: shard {path!r} is cut short: it ends after member {last!r} (byte {end}) without the "
+                     "end-of-archive marker every tar writer ends with (two zero blocks), so its later samples are "
+                     "missing; allowed: a complete tar file (copy or download it again)")
+  if any(block):
+    what = "a partial header" if len(block) < tarfile.BLOCKSIZE else "a member header tarfile cannot read"
+    raise InputError(f"{key}: shard {path!r} is cut short or damaged ({what} at byte {end}, after member {last!r}); "
+                     "tarfile and webdataset stop reading there, so the samples after it would be lost; allowed: a "
+                     "complete tar file")
+  at = _first_nonzero(f, end + tarfile.BLOCKSIZE)
+  if at is not None and at % tarfile.BLOCKSIZE == 0 and _is_header(_read_at(f, at, tarfile.BLOCKSIZE)):
+    raise InputError(f"{key}: shard {path!r} holds a second tar archive after its end-of-archive marker (at byte "
+                     f"{at}; shards joined with cat?): tarfile and webdataset stop at the marker, so its members "
+                     "would not be read; allowed: one archive per shard (join tars with tar --concatenate)")
+  return 0 if at is None else os.fstat(f.fileno()).st_size - at
+
+
+def _first_nonzero(f, start: int) -> int | None:
+  """The offset of the first non-zero byte of ``f`` at or after ``start``, or None."""
+  f.seek(start)
+  while block := f.read(1 << 16):
+    stripped = block.lstrip(b"\0")
+    if stripped:
+      return start + len(block) - len(stripped)
+    start += len(block)
+  return None
+
+
+def _is_header(block: bytes) -> bool:
+  """Whether ``block`` is a valid tar member header (its checksum holds)."""
+  try:
+    tarfile.TarInfo.frombuf(block, tarfile.ENCODING, "surrogateescape")
+  except tarfile.HeaderError:
+    return False
+  return True
 
 
 def _caption(f, path: str, info: tarfile.TarInfo, sample_key: str, key: str) -> str:

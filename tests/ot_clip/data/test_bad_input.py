@@ -40,6 +40,14 @@ def _rewrite(path, old, new):
     f.write(text.replace(old, new))
 
 
+def _rewrite_once(path, old, new):
+  with open(path) as f:
+    text = f.read()
+  with open(path, "w") as f:
+    f.write(text.replace(old, new, 1))
+  return path
+
+
 def _folder(tmp_path, edit=None, fmt="csv", split=False):
   folder = tmp_path / "pairs"
   path = write_image_folder(folder, num_images=20, fmt=fmt, split=split)
@@ -78,6 +86,41 @@ def _parquet(tmp_path, **extra):
   columns = {"image": pa.array(list(arrays["image"])), "text": pa.array(list(arrays["text"])), **extra}
   pq.write_table(pa.table(columns), tmp_path / "emb.parquet")
   return _pairs(tmp_path, embeddings="emb.parquet")
+
+
+def _cut(path, keep):
+  """``path`` cut to its first ``keep`` bytes (negative: all but the last ``-keep``), as an interrupted copy leaves it."""
+  os.truncate(path, keep if keep >= 0 else os.path.getsize(path) + keep)
+
+
+def _npy_cut(tmp_path, name, keep):
+  call = _npy_folder(tmp_path)
+  _cut(tmp_path / "emb" / f"{name}.npy", keep)
+  return call
+
+
+def _npz_cut(tmp_path, keep):
+  call = _npz(tmp_path)
+  _cut(tmp_path / "emb.npz", keep)
+  return call
+
+
+def _object_labels(n=20):
+  """Labels saved as a Python-object array, as ``np.save(path, list_of_mixed_values)`` does."""
+  return np.array([("red", 1)[i % 2] for i in range(n)], dtype=object)
+
+
+def _npy_objects(tmp_path):
+  folder = tmp_path / "emb"
+  folder.mkdir()
+  for name, a in {**embedding_arrays(n=20), "label": _object_labels()}.items():
+    np.save(folder / f"{name}.npy", a, allow_pickle=True)
+  return _pairs(tmp_path, embeddings="emb")
+
+
+def _npz_objects(tmp_path):
+  np.savez(tmp_path / "emb.npz", **{**embedding_arrays(n=20), "label": _object_labels()})
+  return _pairs(tmp_path, embeddings="emb.npz")
 
 
 def _corrupt(name):
@@ -191,6 +234,22 @@ CASES = [
      "'img_06.png' (row 6, line 8);"),
     ("empty caption", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "a red bar on black", ""))),
      "row 4 (line 6): caption=''; allowed: a non-empty string"),
+    # a CSV read in part without a word: quoting that swallows rows, a field past the csv module's limit
+    ("unclosed quote in a caption", lambda tmp: _open_clip(tmp, lambda p: _rewrite_once(p, "a red bar", '"a red bar'),
+                                                           csv_format="open_clip"),
+     "train.csv line 6: a quoted field opened on line 6 is not closed before the end of the file (line 41), so the "
+     "rest of the file would read as one field"),
+    ("stray quote closed by a later caption", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(_rewrite_once(
+        p, "a red bar on black", '"a red bar on black'), "green bar on black,", 'green bar on black",'))),
+     "captions.csv line 6: a quoted field runs from line 6 to line 7 and holds line 7 ('img_05.png,a green bar on "
+     "black'), which reads as a row of this file: a stray quote swallowed the rows between into one caption"),
+    ("text after a closing quote", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "a red bar on black",
+                                                                                        '"a red" bar'))),
+     "captions.csv line 6: ',' expected after '\"' (csv quoting); allowed: a quoted field that ends at its closing"),
+    ("caption of 200,000 characters", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "a red bar on black",
+                                                                                           "a red bar " * 20000))),
+     "captions.csv line 6: a field longer than 131072 characters (the csv module's limit; usually a quote that was "
+     "never closed); allowed: fields of at most that length"),
     ("extra csv field", lambda tmp: _pairs(_folder(tmp, lambda f, p: _rewrite(p, "green bar on black,green", "green bar,on black,green"))),
      "line 7: 4 fields for 3 columns (image, caption, label)"),
     ("bad json line", lambda tmp: _pairs(_folder(tmp, lambda f, p: open(p, "a").write("{nope\n"), fmt="jsonl"),
@@ -222,6 +281,18 @@ CASES = [
      "row counts differ (image has 20, text has 19, label has 20); allowed: the same number of rows in every one of"),
     ("npy row counts", lambda tmp: _npy_folder(tmp, label=np.arange(21) % 4),
      "row counts differ (image has 20, label has 21, text has 20)"),
+    # embedding files cut short or holding Python objects
+    ("npy cut short", lambda tmp: _npy_cut(tmp, "text", 300),
+     "emb/text.npy: cut short: its header says shape (20, 5) float32 (528 bytes with the header), the file has 300 "
+     "bytes; allowed: a complete .npy file"),
+    ("npy cut in its header", lambda tmp: _npy_cut(tmp, "image", 40),
+     "emb/image.npy: not a complete .npy file (EOF: reading array header"),
+    ("npy of Python objects", _npy_objects,
+     "emb/label.npy: holds Python objects (dtype object), which numpy reads only with allow_pickle"),
+    ("npz cut short", lambda tmp: _npz_cut(tmp, -100),
+     "emb.npz: not a complete .npz file (File is not a zip file; an .npz file is a zip archive, and one cut short"),
+    ("npz array of Python objects", _npz_objects,
+     "emb.npz: array 'label' holds Python objects (dtype object), which numpy reads only with allow_pickle"),
     ("npz unknown key", lambda tmp: _npz(tmp, texts=embedding_arrays(n=20)["text"]),
      "unknown array 'texts'; allowed: image, text, label, split"),
     ("npy unknown file", lambda tmp: _npy_folder(tmp, labels=np.arange(20)), "unknown .npy file 'labels'"),

@@ -31,9 +31,10 @@ def _shards(tmp, edit=None, **data):
   return _load(tmp, **{"train_shards": PATTERN, **data})
 
 
-def _write(data: bytes):
+def _write(data: bytes, mode: str = "wb"):
+  """Writes ``data`` to the shard (``mode="ab"``: after its end)."""
   def edit(path):
-    with open(path, "wb") as f:
+    with open(path, mode) as f:
       f.write(data)
   return edit
 
@@ -50,6 +51,39 @@ def _cut(where):
     with tarfile.open(path) as tar:
       at = where(tar.getmembers())
     os.truncate(path, at)
+  return edit
+
+
+def _cat_with(other):
+  """Appends the whole shard ``other`` (``cat a.tar b.tar > a.tar``)."""
+  def edit(path):
+    with open(other, "rb") as f:
+      _write(f.read(), "ab")(path)
+  return edit
+
+
+def _dotted_keys(path):
+  """Keys holding a dot, as a tool naming files ``img.000001.jpg`` writes them with webdataset's TarWriter."""
+  _samples(*({"__key__": f"img.{i:06d}", "png": b"x", "txt": f"caption {i}"} for i in range(10)))(path)
+
+
+def _copied_as_eval(tmp):
+  """Shard 00001 copied byte for byte to ``held/00009.tar`` and held out."""
+  import shutil
+  call = _shards(tmp, eval_shards="held/00009.tar")
+  os.makedirs(tmp / "held")
+  shutil.copyfile(tmp / "s" / "00001.tar", tmp / "held" / "00009.tar")
+  return call
+
+
+def _overwrite(where, data: bytes):
+  """Overwrites the shard at ``where(members)`` with ``data``."""
+  def edit(path):
+    with tarfile.open(path) as tar:
+      at = where(tar.getmembers())
+    with open(path, "r+b") as f:
+      f.seek(at)
+      f.write(data)
   return edit
 
 
@@ -86,7 +120,22 @@ CASES = [
     ("cut in the last member", lambda tmp: _shards(tmp, _cut(lambda m: m[-1].offset_data + 2)),
      f"{S1} is not a readable tar file, or is cut short (ReadError: unexpected end of data)"),
     ("cut in a header", lambda tmp: _shards(tmp, _cut(lambda m: m[5].offset + 100)),
-     f"{S1} is cut short (a partial header at byte "),
+     f"{S1} is cut short or damaged (a partial header at byte "),
+    # a shard tarfile (and webdataset) would read in part without a word
+    ("cut at a member boundary", lambda tmp: _shards(tmp, _cut(lambda m: m[15].offset)),
+     f"{S1} is cut short: it ends after member '000010004.txt' (byte "),
+    ("a damaged member header", lambda tmp: _shards(tmp, _overwrite(lambda m: m[15].offset, b"\xff" * 512)),
+     f"{S1} is cut short or damaged (a member header tarfile cannot read at byte "),
+    ("two shards joined with cat", lambda tmp: _shards(tmp, _cat_with(write_shards(tmp / "other", 1, 3)[0])),
+     f"{S1} holds a second tar archive after its end-of-archive marker (at byte 71680; shards joined with cat?)"),
+    ("keys holding a dot", lambda tmp: _shards(tmp, _dotted_keys),
+     f"{S1}: 20 members ('img.000000.png', 'img.000000.txt', ...) share the key 'img': a webdataset key ends at the "
+     "first dot of the file name (webdataset's tariterators.base_plus_ext), so 'img.000000.png' is key 'img' with "
+     "extension '000000.png'"),
+    ("a pattern of 10^9 names", lambda tmp: _shards(tmp, train_shards="s/{000000000..999999999}.tar"),
+     "data.train_shards='s/{000000000..999999999}.tar' stands for 1,000,000,000 names; allowed: at most 1,000,000"),
+    ("eval shard a byte copy of a train shard", _copied_as_eval,
+     "held/00009.tar' is a copy of data.train_shards shard '"),
     ("non-UTF-8 caption", lambda tmp: _shards(tmp, _samples({"__key__": "k7", "png": b"x", "txt": b"caf\xe9"})),
      f"{S1} key 'k7': caption 'k7.txt' is not UTF-8 (byte b'\\xe9' at offset 3"),
     ("two images of one extension", lambda tmp: _shards(tmp, _samples({"__key__": "k", "png": b"x", "txt": "a"},
@@ -130,3 +179,14 @@ def test_a_shard_cut_short_after_indexing_is_named(tmp_path):
   read_all = lambda: batches(0, np.arange(16), 0)  # noqa: E731  (every training sample)
   assert_one_clear_line("clip_files shards", "shard cut short", read_all,
                         f"shard {paths[1]!r}: member '0000100")
+
+
+def test_bytes_after_the_end_of_archive_marker_are_ignored_and_counted(tmp_path):
+  """tar and webdataset read a shard with bytes after its end-of-archive marker; so does jaxlab, and says so."""
+  load = _shards(tmp_path, _write(b"\0" * 4096 + b"signature: 37 bytes not in the archive", "ab"))
+  pairs = load()
+  assert len(pairs.train) + len(pairs.test["tokens"]) == 20
+  path = os.path.join(str(tmp_path), "s/00001.tar")
+  assert pairs.description.endswith(f", 38 bytes after the end-of-archive marker of 1 shard ignored, as tar and "
+                                    f"webdataset ignore them (first: {path!r})"), pairs.description
+  assert [s["__key__"] for s in wds.WebDataset(path, shardshuffle=False)] == [f"0000100{i:02d}" for i in range(10)]

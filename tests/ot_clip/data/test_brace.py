@@ -4,7 +4,7 @@ import braceexpand
 import pytest
 
 from jaxlab.errors import InputError
-from jaxlab.ot_clip.data.brace import expand_braces, expand_shard_patterns
+from jaxlab.ot_clip.data.brace import MAX_NAMES, count_braces, expand_braces, expand_shard_patterns
 
 PATTERNS = [
     "data/{00000..00012}.tar", "shard-{0..11}.tar", "{07..10}", "{4..1}", "{2..-1}", "{-05..3}", "{-0..2}",
@@ -17,6 +17,18 @@ PATTERNS = [
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_expansion_is_braceexpands(pattern):
   assert expand_braces(pattern) == list(braceexpand.braceexpand(pattern))
+  assert count_braces(pattern) == len(expand_braces(pattern))
+
+
+def test_names_are_counted_before_they_are_made():
+  assert count_braces("{0..999}/{0000..9999}.tar::x") == 10_000_000  # counted, none made
+  assert len(expand_shard_patterns(f"{{1..{MAX_NAMES}}}", "data.train_shards")) == MAX_NAMES
+  with pytest.raises(InputError, match=r"^data.train_shards='a/\{1..1000000\}.tar::b.tar' stands for 1,000,001 names; "
+                                       r"allowed: at most 1,000,000 \(every shard is indexed at start"):
+    expand_shard_patterns("a/{1..1000000}.tar::b.tar", "data.train_shards")
+  with pytest.raises(InputError, match=r"^'\{0..9\}\{0..9\}\{0..9\}\{0..9\}\{0..9\}\{0..9\}\{0..9\}' stands for "
+                                       "10,000,000 names"):
+    expand_braces("{0..9}" * 7)
 
 
 def test_zero_padding_and_order():

@@ -25,3 +25,14 @@ def test_split_column_and_absolute_image_paths(tmp_path):
   other.write_text("caption,image\n" + "".join(f"x {i},{p}\n" for i, p in enumerate(table.images[:3])))
   moved = read_captions(str(other))
   assert moved.images == table.images[:3] and moved.captions == ["x 0", "x 1", "x 2"] and moved.labels is None
+
+
+def test_quoted_captions_with_line_breaks_and_quotes_read_as_pandas_writes_them(tmp_path):
+  """Strict quoting refuses a stray quote, not the quoting a CSV writer produces: a caption holding a line break,
+  a comma, doubled quotes or text that names a .png (one row each, lines counted from the row's first line)."""
+  import pandas as pd
+  table = read_captions(write_image_folder(tmp_path, num_images=4))
+  captions = ['a red "square",\non black', "two\nlines, see img_01.png", 'say ""hi""', "plain"]
+  pd.DataFrame({"image": table.names, "caption": captions}).to_csv(tmp_path / "quoted.csv", index=False)
+  quoted = read_captions(str(tmp_path / "quoted.csv"))
+  assert quoted.captions == captions and quoted.lines == [2, 4, 6, 7]

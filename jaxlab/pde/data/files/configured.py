@@ -36,12 +36,17 @@ class FileSet:
 
 
 def master_path(data: Any) -> str:
-  """``data.master``, else ``$JAXLAB_PDE_MASTER``; one line when neither is set."""
+  """``data.master``, else ``$JAXLAB_PDE_MASTER``; one line naming the one used when neither is set, or when it
+  is a folder or missing."""
   path = data.get("master", "") or os.environ.get(ENV_VAR, "")
+  allowed = "a master table of data sets (.py in DPOT's make_master_file.py style, .json or .yaml)"
   check(isinstance(path, str) and path != "",
-        f"data.master={data.get('master', '')!r} and ${ENV_VAR} is unset; set one to a master table of data sets "
-        "(.py in DPOT's make_master_file.py style, .json or .yaml)")
-  return os.path.expanduser(path)
+        f"data.master={data.get('master', '')!r} and ${ENV_VAR} is unset; set one to {allowed}")
+  key = "data.master" if data.get("master", "") else f"${ENV_VAR}"
+  path = os.path.expanduser(path)
+  check(not os.path.isdir(path), f"{key}={path!r} is a folder; allowed: the file of {allowed} in it")
+  check(os.path.isfile(path), f"{key}={path!r} does not exist; allowed: {allowed}")
+  return path
 
 
 def selected_entries(data: Any) -> tuple[list[MasterEntry], str]:

@@ -36,6 +36,7 @@ class DPOTFile(Records):
           f"{_ALLOWED}")
     n, *grid, frames = data.shape[:4]
     check_field(f"data set {name!r}: {path}:'data'", data.shape, frames, grid, self.stride, "(N, X, Y, T[, C])")
+    self.axes_from_layout = (f"{path}:'data'", tuple(data.shape), "(N, X, Y, T[, C])")
     channels = data.shape[4] if data.ndim == 5 else 1
     self.shape = (n, frames, *strided(grid, self.stride), channels)
 
@@ -77,6 +78,7 @@ class DPOTScatter(Records):
       shape = first.shape
       check_field(f"data set {name!r}: {self.path(0)}:'data'", shape, shape[2], shape[:2], self.stride,
                   "(X, Y, T[, C])")
+    self.axes_from_layout = (f"{self.path(0)}:'data'", tuple(shape), "(X, Y, T[, C])")
     channels = shape[3] if len(shape) == 4 else 1
     self.shape = (count, shape[2], *strided(shape[:2], self.stride), channels)
 

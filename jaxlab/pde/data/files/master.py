@@ -231,6 +231,8 @@ def load_table(path: str) -> dict[str, dict[str, Any]]:
     InputError: the file is missing, not UTF-8, of another kind, or not a table of dicts; a Python table
       with a statement that changes it in a way the parser does not model.
   """
+  check(not os.path.isdir(path), f"master table {path} is a directory; allowed: a table file (.py in DPOT's "
+        "make_master_file.py style, .json, .yaml)")
   check(os.path.isfile(path), f"master table {path} does not exist")
   ext = os.path.splitext(path)[1].lower()
   if ext == ".py":

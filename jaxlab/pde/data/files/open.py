@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from jaxlab.errors import check
+from jaxlab.errors import InputError, check
 from jaxlab.pde.data.files.dpot import DPOTFile, DPOTScatter
 from jaxlab.pde.data.files.master import MasterEntry, resolve
 from jaxlab.pde.data.files.pdebench import CFD_FIELDS, PDEBenchCFD, PDEBenchGroups
@@ -70,6 +70,41 @@ def _check_against_files(entry: MasterEntry, records: Records, where: str) -> No
           f"C={channels} channels of {records.source}; must be in [1, {channels}]")
 
 
+def _check_axis_order(entry: MasterEntry, records: Records, where: str) -> None:
+  """A file whose axis order only its format names must read as a square grid, unless the table gives its shape.
+
+  An array stored in another axis order than its format's reads with a time or channel axis as a
+  side of the grid: DPOT's (N, X, Y, T, C) written as (N, T, X, Y, C) reads as a T x X grid of Y
+  frames. Such a grid is square only when T equals a side, so, when the master table gives
+  neither ``in_size`` nor ``t_total`` (which :func:`open_set` checks against the file), a
+  non-square grid is refused: a file of non-square data states its shape in the table. Every
+  official set gives both and has a square grid. Files whose own coordinate arrays or dimensions
+  name the axes (PDEBench with ``x-coordinate`` / ``y-coordinate`` / ``t-coordinate`` or
+  ``grid/x|y|t``, The Well) are checked against them instead. What this cannot catch: an array
+  in another order that still reads as a square grid (T equal to a side, e.g. 32 frames of a
+  32x32 grid).
+
+  Args:
+    entry: the set's master-table entry.
+    records: its opened records (read at every point).
+    where: the set, for the message.
+
+  Raises:
+    InputError: one line naming the file, its shape, the layout, what it reads as and the table
+      fields that would confirm it.
+  """
+  if records.axes_from_layout is None or entry.in_size is not None or entry.t_total is not None:
+    return
+  stored, shape, layout = records.axes_from_layout
+  _, frames, gx, gy, _ = records.shape
+  if gx != gy:
+    raise InputError(f"{where}: {stored} has shape {shape}, which the layout {layout} reads as a {gx}x{gy} grid of "
+                     f"T={frames} frames; a grid that is not square is how an array with its axes in another order "
+                     "reads, and the master table gives neither in_size nor t_total to confirm this shape; allowed: "
+                     f"the axes in the order {layout}, or, if this is the data's shape, in_size=[{gx}, {gy}] or "
+                     f"t_total={frames} in the master table")
+
+
 def open_set(entry: MasterEntry, root: str, allow_external_links: bool = False) -> PDEDataset:
   """``entry``'s training then test trajectories as one lazy :class:`PDEDataset` (``num_test = test_size``).
 
@@ -85,8 +120,10 @@ def open_set(entry: MasterEntry, root: str, allow_external_links: bool = False) 
     ``eval_channels`` is the entry's ``pred_channels``, ``downsample`` the entry's.
 
   Raises:
-    InputError: a missing file or key, a wrong rank, too few records, or a table field that the
-      files contradict, a test set that is the training set, in one line naming the file.
+    InputError: a missing file or key, a wrong rank, too few records, a table field that the
+      files contradict, a non-square grid that only the format's axis order names while the table
+      gives neither in_size nor t_total (how another axis order reads), a test set that is the
+      training set, in one line naming the file.
   """
   where = f"data set {entry.name!r}"
   train_path, test_path = resolve(entry.train_path, root), resolve(entry.test_path, root)
@@ -99,6 +136,7 @@ def open_set(entry: MasterEntry, root: str, allow_external_links: bool = False) 
   test = train if shared else open_records(entry, test_path, entry.test_size, allow_external_links)
   for records in ((train,) if shared else (train, test)):
     _check_against_files(entry, records, where)
+    _check_axis_order(entry, records, where)
   n_train, n_test = train.shape[0], test.shape[0]
   if shared:
     check(entry.train_size + entry.test_size <= n_train,

@@ -70,8 +70,11 @@ class PDEBenchCFD(Records):
     n, frames, *grid = shapes[self.fields[0]]
     where = f"data set {name!r}: {path}:{self.fields[0]!r}"
     check_field(where, shapes[self.fields[0]], frames, grid, self.stride, "(N, T, X, Y)")
-    _check_coordinates(self, f, where, shapes[self.fields[0]], {"x-coordinate": ("X", (grid[0],)),
-                       "y-coordinate": ("Y", (grid[1],)), "t-coordinate": ("T", (frames, frames + 1))})
+    coordinates = {"x-coordinate": ("X", (grid[0],)), "y-coordinate": ("Y", (grid[1],)),
+                   "t-coordinate": ("T", (frames, frames + 1))}
+    _check_coordinates(self, f, where, shapes[self.fields[0]], coordinates)
+    if not all(key in f for key in coordinates):
+      self.axes_from_layout = (f"{path}:{self.fields[0]!r}", tuple(shapes[self.fields[0]]), "(N, T, X, Y)")
     self.shape = (n, frames, *strided(grid, self.stride), len(self.fields))
 
   def record_name(self, index: int) -> str:
@@ -100,8 +103,10 @@ class PDEBenchGroups(Records):
     frames, gx, gy, channels = first.shape
     where = f"data set {name!r}: {path}:{first.name}"
     check_field(where, first.shape, frames, (gx, gy), self.stride, "(T, X, Y, C)")
-    _check_coordinates(self, f[self.keys[0]], where, first.shape, {"grid/x": ("X", (gx,)), "grid/y": ("Y", (gy,)),
-                                                                   "grid/t": ("T", (frames, frames + 1))})
+    coordinates = {"grid/x": ("X", (gx,)), "grid/y": ("Y", (gy,)), "grid/t": ("T", (frames, frames + 1))}
+    _check_coordinates(self, f[self.keys[0]], where, first.shape, coordinates)
+    if not all(key in f[self.keys[0]] for key in coordinates):
+      self.axes_from_layout = (f"{path}:{first.name}", tuple(first.shape), "(T, X, Y, C)")
     self.shape = (len(self.keys), frames, *strided((gx, gy), self.stride), channels)
 
   def record_name(self, index: int) -> str:

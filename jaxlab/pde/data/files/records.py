@@ -177,7 +177,13 @@ class Records(TrajectoryArray):
       :class:`jaxlab.pde.data.PDEDataset`).
     allow_external_links: follow HDF5 external links, external raw storage and virtual datasets
       (``data.allow_external_links``); off, they are refused.
+    axes_from_layout: ``(where, stored shape, layout)`` when the axis order is the format's alone
+      (nothing in the file confirms it, as DPOT's files): ``open_set`` then refuses a non-square
+      grid unless the table gives ``in_size`` or ``t_total``; None when the file's coordinate
+      arrays or dimensions confirm it (PDEBench with coordinates, The Well).
   """
+
+  axes_from_layout: tuple[str, tuple[int, ...], str] | None = None
 
   def __init__(self, name: str, source: str, stride: tuple[int, int] = (1, 1), allow_external_links: bool = False):
     self.name, self.source, self.stride = name, source, tuple(stride)

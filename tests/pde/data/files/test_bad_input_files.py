@@ -72,6 +72,11 @@ def _table(path: str, **kw: Any) -> dict:
   return {"s": layouts.entry(path, path, 4, 2, kw.pop("t_test", 2), **kw)}
 
 
+def _one_file(path: str, n_train: int, n_test: int, **kw: Any) -> dict:
+  """A one-entry table whose training and test records share one file (PDEBench's layout)."""
+  return {"s": layouts.entry(path, path, n_train, n_test, 2, **kw)}
+
+
 def _open(raw: dict) -> Callable[[], Any]:
   return lambda: open_set(check_entry("s", raw, "master table m.json"), _root())
 
@@ -211,6 +216,35 @@ CASES: list[Case] = [
      "(data.names=() uses every entry): entry 'ns3d' is a 3-D set (downsample=(1, 1, 1))"),
     ("pde files", "scatter record with a grid axis of size 1", lambda: DPOTScatter("s", layouts.dpot_scatter(
         _path("train"), [_data(1, 8, 6)]), 1), "data_0.hdf5:'data' has shape (1, 8, 6): grid X=1, Y=8"),
+    # an array in another axis order than its format's, with no in_size / t_total in the table to confirm its shape
+    ("pde files", "DPOT file stored (N, T, X, Y, C), table without in_size", lambda: file_sets(_config(
+        _table(_dpot((6, 10, 8, 8, 2))))),
+     ":'data' has shape (6, 10, 8, 8, 2), which the layout (N, X, Y, T[, C]) reads as a 10x8 grid of T=8 frames; a "
+     "grid that is not square is how an array with its axes in another order reads, and the master table gives "
+     "neither in_size nor t_total to confirm this shape; allowed: the axes in the order (N, X, Y, T[, C]), or, if "
+     "this is the data's shape, in_size=[10, 8] or t_total=8 in the master table"),
+    ("pde files", "DPOT file stored (N, T, X, Y), long trajectories", lambda: file_sets(_config(
+        _table(_dpot((6, 40, 8, 8))))), "reads as a 40x8 grid of T=8 frames"),
+    ("pde files", "DPOT file of a 16x8 grid stored (N, T, X, Y, C)", lambda: file_sets(_config(
+        _table(_dpot((6, 10, 16, 8, 1))))), "reads as a 10x16 grid of T=8 frames; a grid that is not square"),
+    ("pde files", "DPOT scatter records stored (T, X, Y, C)", lambda: file_sets(_config({"s": layouts.entry(
+        layouts.dpot_scatter(_path("train"), [_data(10, 8, 8, 1)] * 4),
+        layouts.dpot_scatter(_path("test"), [_data(10, 8, 8, 1)] * 2), 4, 2, 2, scatter_storage=True)})),
+     "data_0.hdf5:'data' has shape (10, 8, 8, 1), which the layout (X, Y, T[, C]) reads as a 10x8 grid of T=8 frames"),
+    ("pde files", "PDEBench CFD without coordinates stored (N, X, Y, T)", lambda: file_sets(_config(_one_file(
+        _without(_cfd_axes_swapped(), "x-coordinate", "y-coordinate", "t-coordinate"), 1, 1, format="pdebench_cfd"))),
+     ":'Vx' has shape (2, 8, 8, 6), which the layout (N, T, X, Y) reads as a 8x6 grid of T=8 frames"),
+    ("pde files", "PDEBench CFD with an x-coordinate only, stored (N, X, Y, T)", lambda: file_sets(_config(_one_file(
+        _without(_cfd_axes_swapped(), "y-coordinate", "t-coordinate"), 1, 1, format="pdebench_cfd"))),
+     ":'Vx' has shape (2, 8, 8, 6), which the layout (N, T, X, Y) reads as a 8x6 grid of T=8 frames"),
+    ("pde files", "PDEBench groups without grid/ stored (X, Y, T, C)", lambda: file_sets(_config(_one_file(
+        _groups_axes_swapped(grid=False), 2, 1, format="pdebench_groups"))),
+     ":/0000/data has shape (8, 4, 6, 2), which the layout (T, X, Y, C) reads as a 4x6 grid of T=8 frames"),
+    ("pde files", "master table path that is a directory", lambda: file_sets(_config({}, master=_root())),
+     "' is a folder; allowed: the file of a master table of data sets (.py in DPOT's make_master_file.py style, "
+     ".json or .yaml) in it"),
+    ("pde files", "master table path that is a directory, through the API", lambda: load_master(_root()),
+     "is a directory; allowed: a table file (.py in DPOT's make_master_file.py style, .json, .yaml)"),
     ("pde files", "PDEBench CFD stored (N, X, Y, T)", lambda: PDEBenchCFD("s", _cfd_axes_swapped()),
      ":'Vx' has shape (2, 8, 8, 6), so Y=6, but"),
     ("pde files", "PDEBench groups stored (X, Y, T, C)", lambda: PDEBenchGroups("s", _groups_axes_swapped()),
@@ -301,14 +335,17 @@ def _cfd_axes_swapped() -> str:
   return path
 
 
-def _groups_axes_swapped() -> str:
-  """Per-sample groups written (X, Y, T, C) beside grid/x|y|t of (T, X, Y, C) = (6, 8, 4, 2) samples."""
+def _groups_axes_swapped(grid: bool = True) -> str:
+  """Per-sample groups written (X, Y, T, C) beside grid/x|y|t of (T, X, Y, C) = (6, 8, 4, 2) samples (``grid``
+  False: without grid/x|y|t)."""
   import h5py
   path = layouts.pdebench_groups(_path("dr.h5"), _data(3, 6, 8, 4, 2))
   with h5py.File(path, "a") as f:
     for i in range(3):
       del f[f"{i:04d}/data"]
       f.create_dataset(f"{i:04d}/data", data=_data(8, 4, 6, 2))
+      if not grid:
+        del f[f"{i:04d}/grid"]
   return path
 
 

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from jaxlab.errors import InputError
 from jaxlab.pde.data import mixture_batch, mixture_plan, rollout_eval_data
 from jaxlab.pde.data.files import DPOTFile, DPOTScatter, check_entry, open_set
 from tests.pde.data.files import layouts
@@ -96,3 +97,28 @@ def test_external_links_are_followed_when_allowed(tmp_path):
     f["data"] = h5py.ExternalLink(other, "/data")
   records = DPOTFile("a", str(tmp_path / "train.hdf5"), allow_external_links=True)
   np.testing.assert_array_equal(records[2, :], np.moveaxis(data[2, ..., None], 2, 0))
+
+
+def test_a_non_square_grid_needs_the_table_to_say_so(tmp_path):
+  """Without in_size / t_total, a DPOT file must read as a square grid: (N, T, X, Y, C) data of any grid reads as a
+  T x X grid (refused), and so does legitimate non-square data until the table's in_size or t_total confirms it; an
+  in_size of the real grid refuses the swapped file too. A 8x8 grid of 8 frames reads alike in every order:
+  accepted (what the check cannot catch, as the guide says)."""
+  def entry(path, **kw):
+    return check_entry("s", layouts.entry(path, path, 4, 2, 2, **kw), "m")
+
+  swapped = layouts.dpot_file(tmp_path / "a.hdf5", np.moveaxis(_random(6, 16, 8, 10, 2), 3, 1))  # (6, 10, 16, 8, 2)
+  with pytest.raises(InputError, match=r"reads as a 10x16 grid of T=8 frames; a grid that is not square"):
+    open_set(entry(swapped), str(tmp_path))
+  with pytest.raises(InputError, match=r"in_size=\(16, 8\) in the master table, but .* has a 10x16 grid"):
+    open_set(entry(swapped, in_size=[16, 8]), str(tmp_path))
+  with pytest.raises(InputError, match=r"t_total=10 in the master table, but .* has T=8 frames"):
+    open_set(entry(swapped, t_total=10), str(tmp_path))
+  wide = layouts.dpot_file(tmp_path / "b.hdf5", _random(6, 16, 8, 10, 2))
+  with pytest.raises(InputError, match=r"allowed: the axes in the order \(N, X, Y, T\[, C\]\), or, if this is the "
+                     r"data's shape, in_size=\[16, 8\] or t_total=10 in the master table"):
+    open_set(entry(wide), str(tmp_path))
+  for declared in ({"in_size": [16, 8]}, {"t_total": 10}):
+    assert open_set(entry(wide, **declared), str(tmp_path)).trajectories.shape == (6, 10, 16, 8, 2)
+  square = layouts.dpot_file(tmp_path / "c.hdf5", _random(6, 8, 8, 8))
+  assert open_set(entry(square), str(tmp_path)).num_frames == 8

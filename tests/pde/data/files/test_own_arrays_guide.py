@@ -13,6 +13,10 @@ import subprocess
 import sys
 
 import h5py
+import pytest
+
+from jaxlab.errors import InputError
+from jaxlab.pde.data.files import load_master, open_set
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 GUIDE = os.path.join(REPO, "docs", "guides", "dpot.md")
@@ -45,3 +49,20 @@ def test_the_guides_own_array_pretrains_and_fine_tunes(tmp_path):
   for run in ("my_pre", "my_ft"):
     last = [json.loads(line) for line in open(tmp_path / "runs" / run / "metrics.jsonl")][-1]
     assert math.isfinite(last["l2re_1step/my_pde"]) and math.isfinite(last["l2re_rollout/my_pde"]), (run, last)
+
+
+def test_the_guides_array_in_another_axis_order_is_refused(tmp_path, monkeypatch):
+  """The guide's promise: its array written (N, T, X, Y, C) with a table that gives no in_size (nor t_total) is
+  refused when the set is opened, not trained as a 10x32 grid of 32 frames; written as the guide says, the same
+  table opens."""
+  python, _ = guide_blocks()
+  swapped = python.replace("data=part)", "data=np.moveaxis(part, 3, 1))").replace('"in_size": [32, 32], ', "")
+  assert swapped.count("np.moveaxis(part, 3, 1)") == 1 and '"in_size"' not in swapped, "the guide's block changed"
+  monkeypatch.chdir(tmp_path)
+  exec(compile(swapped, "guide", "exec"), {})
+  entry = load_master(str(tmp_path / "my_master.json"))["my_pde"]
+  with pytest.raises(InputError, match=r"my_pde_train.hdf5:'data' has shape \(20, 10, 32, 32, 1\), which the layout "
+                     r"\(N, X, Y, T\[, C\]\) reads as a 10x32 grid of T=32 frames; a grid that is not square"):
+    open_set(entry, str(tmp_path))
+  exec(compile(python.replace('"in_size": [32, 32], ', ""), "guide", "exec"), {})
+  assert open_set(load_master("my_master.json")["my_pde"], str(tmp_path)).trajectories.shape == (24, 10, 32, 32, 1)
