@@ -251,7 +251,7 @@ def report(args: argparse.Namespace, skipped: list[str]) -> dict[str, Any]:
   iqm = {}
   if games:
     scores = {h: np.stack([cells[f"{g}/{h}"]["human_normalized"] for g in games], axis=1) for h in args.heads}
-    iqm = iqm_with_ci(scores)
+    iqm = iqm_with_ci(scores, games=games)
     for h in args.heads:
       iqm[h]["games"] = games
   result = {

@@ -26,6 +26,7 @@ horizon (``"t_test": 41`` / ``21`` / ``11`` in the NS entries), ``data.mixture_r
 """
 
 import ml_collections
+from ml_collections.config_dict import placeholder
 
 # Data sets (cached under $JAXLAB_DATA_DIR). NS sets are FNO's (stored frames 0..T, T = 50 / 30 / 20;
 # frame 0 = w0 is not served: data.keep_w0=False, as DPOT's data).
@@ -43,8 +44,10 @@ FNO = {"name": "fno", "modes": 12, "width": 20, "n_layers": 4}
 
 
 def _cell(group: str, what: str, seeds: int | None = None, after: str = "", **settings) -> dict:
-  """``settings`` are merged into the trainer config (nested dicts merge key by key)."""
-  return {"group": group, "what": what, "seeds": seeds, "after": after, "set": settings}
+  """``settings`` are merged into the trainer config (nested dicts merge key by key). ``seeds`` None: the
+  study's ``seeds`` (a typed placeholder, so that ``--config.cells.<cell>.seeds=2`` can set it)."""
+  return {"group": group, "what": what, "seeds": placeholder(int) if seeds is None else seeds, "after": after,
+          "set": settings}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

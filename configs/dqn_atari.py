@@ -49,6 +49,7 @@ docs/methods/soft_moe_rl.md ("Protocol table: ..."):
 
 
 import ml_collections
+from ml_collections.config_dict import placeholder
 
 from jaxlab.experiment import make_tiny, trainer_config
 
@@ -111,7 +112,8 @@ def _dqn() -> ml_collections.ConfigDict:
       "loss": "mse",                    # Dopamine's mse_loss, err**2
       "clip_rewards": True,             # Dopamine's Runner.clip_rewards: learn from clip(r, -1, 1)
       "update_horizon": 1,              # n of n-step returns (Dopamine's Rainbow: 3, DER: 10)
-      "vmax": 10.0, "vmin": None,       # C51's support (network.num_atoms > 1); vmin None = -vmax
+      # C51's support (network.num_atoms > 1); vmin None = -vmax (a typed placeholder: --config.dqn.vmin=-5 sets it)
+      "vmax": 10.0, "vmin": placeholder(float),
       "replay_scheme": "uniform",       # "prioritized": Schaul et al. 2016 as Dopamine's Rainbow (alpha = beta = 0.5)
       "eval_episodes": 0,               # > 0: whole games played greedily-ish in a pool of their own (off)
       "eval_steps": 0,                  # agent steps an evaluation game may take; 0 = env.max_episode_steps
@@ -129,7 +131,7 @@ def _rainbow(c: ml_collections.ConfigDict) -> None:
   the dense baseline's hidden layer and the experts noisy, and the online pass draws noise per row."""
   c.network.update(num_atoms=51, dueling=True, noisy=True, noisy_hidden=True, noisy_experts=True, noise_per_row=True,
                    num_experts=4, expert_hidden=512)
-  c.dqn.update(double_dqn=True, vmax=10.0, vmin=None, epsilon_schedule="zero", replay_scheme="prioritized")
+  c.dqn.update(double_dqn=True, vmax=10.0, epsilon_schedule="zero", replay_scheme="prioritized")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:

@@ -40,6 +40,7 @@ pieces and the IMPALA encoder"): ``--config.network.num_atoms=51 --config.dqn.up
 """
 
 import ml_collections
+from ml_collections.config_dict import placeholder
 
 from jaxlab.experiment import make_tiny, trainer_config
 
@@ -56,9 +57,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.task = "dqn_minatar"
   # name: a MinAtar game ("breakout", or "Breakout-MinAtar"), any gymnax id, or one registered in
   # jaxlab.rl.envs.ENVS. sticky_action_prob None: the environment's convention (MinAtar 0.1, else 0);
-  # max_episode_steps None: the environment's own limit (none in MinAtar but Freeway's 2500).
-  c.env = ml_collections.ConfigDict({"name": "breakout", "num_envs": 1, "sticky_action_prob": None,
-                                     "max_episode_steps": None})
+  # max_episode_steps None: the environment's own limit (none in MinAtar but Freeway's 2500). Both are typed
+  # placeholders, so that --config.env.sticky_action_prob=0.25 / --config.env.max_episode_steps=1000 can set them.
+  c.env = ml_collections.ConfigDict({"name": "breakout", "num_envs": 1, "sticky_action_prob": placeholder(float),
+                                     "max_episode_steps": placeholder(int)})
   c.network = ml_collections.ConfigDict({
       # "auto": the MinAtar conv and per-conv tokens for images, an MLP of mlp_features and
       # per-feature tokens (each embedding_size wide) for vector observations
@@ -87,7 +89,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       "clip_rewards": True,             # Dopamine's Runner.clip_rewards: learn from clip(r, -1, 1)
       "update_horizon": 1,              # n of n-step returns (Dopamine's Rainbow: 3)
       "replay_scheme": "uniform",       # or "prioritized" (Schaul et al. 2016, as Dopamine's Rainbow)
-      "vmax": 10.0, "vmin": None,       # C51's support (network.num_atoms > 1); vmin None = -vmax
+      # C51's support (network.num_atoms > 1); vmin None = -vmax (a typed placeholder: --config.dqn.vmin=-5 sets it)
+      "vmax": 10.0, "vmin": placeholder(float),
       # Evaluation (Dopamine's MinAtar TrainRunner has none): one whole episode per env, capped
       # at eval_steps steps per env (27000: Dopamine's default Runner.max_steps_per_episode);
       # 0 = no evaluation.

@@ -30,6 +30,7 @@ import numpy as np
 from jaxlab.errors import CheckpointError, InputError, is_int
 from jaxlab.experiment import build_state_init, task_context
 from jaxlab.sharding import path_name, tree_shardings
+from jaxlab.tasks import TASKS
 from jaxlab.train import checkpoint
 from jaxlab.train.context import TaskContext
 from jaxlab.train.loop import make_evaluate
@@ -186,6 +187,9 @@ def _pick_step(steps: list[int], step: Any, directory: str) -> int:
     raise InputError(f"load_run: no complete checkpoint in {directory}; train on until one is saved")
   if step is None:
     return steps[-1]
+  if isinstance(step, str) and step.strip().lstrip("+-").isdigit():
+    raise InputError(f"load_run: step={step!r} is a str; allowed: an int step ({', '.join(map(str, steps))}), "
+                     f"e.g. step={int(step)}, or None for the newest")
   if not is_int(step) or int(step) not in steps:
     raise InputError(f"load_run: step={step!r} has no checkpoint in {directory}; {allowed}")
   return int(step)
@@ -200,6 +204,36 @@ def _check_seed_index(seed_index: Any, runs: Any, workdir: str, seed: int) -> No
   if not is_int(seed_index) or not 0 <= seed_index < size:
     raise InputError(f"load_run: seed_index={seed_index!r} is out of range; {workdir!r} holds {what}; "
                      f"allowed: an int in [0, {size - 1}], or None for all")
+
+
+def _check_mesh(mesh: Any) -> None:
+  if mesh is not None and not isinstance(mesh, jax.sharding.Mesh):
+    raise InputError(f"load_run: mesh={mesh!r} is a {type(mesh).__name__}; allowed: a jax.sharding.Mesh "
+                     "(e.g. jaxlab.train.make_mesh((('data', 2),))) or None for the default device")
+
+
+def _check_mesh_fits_runs(mesh: jax.sharding.Mesh | None, runs: Any, workdir: str) -> None:
+  """The run axis of all runs goes over the mesh's "data" axis: its size must divide the run count."""
+  if mesh is None or runs is None:
+    return
+  data = dict(mesh.shape).get("data")
+  fits = [d for d in range(1, runs.size + 1) if runs.size % d == 0]
+  if data is None or runs.size % data:
+    where = "has no 'data' axis" if data is None else f"has a 'data' axis of size {data}"
+    raise InputError(f"load_run: mesh {dict(mesh.shape)} {where}, which the run axis of the {runs.size} vmapped "
+                     f"runs in {workdir!r} is sharded over; allowed: a mesh whose 'data' size divides {runs.size} "
+                     f"({', '.join(map(str, fits))}), or seed_index in [0, {runs.size - 1}] to load one run")
+
+
+def _check_task_known(config: ml_collections.ConfigDict, workdir: str) -> None:
+  """A task registered by a config file (``@TASKS.register`` beside its ``get_config``) is known only
+  once that file is loaded: say so, rather than "unknown task"."""
+  if config.get("task") in TASKS:
+    return
+  raise InputError(f"load_run: {workdir!r} was trained on task {config.get('task')!r}, which is not registered in "
+                   "this process; a task a config file registers (@TASKS.register) is known once that file is "
+                   "loaded: call jaxlab.config_files.load_config('<that config>.py') (or import the module defining "
+                   f"the task) before load_run; registered: {', '.join(sorted(TASKS))}")
 
 
 def _load_context(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh | None) -> TaskContext:
@@ -257,11 +291,14 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
     A :class:`Run`, its arrays on the default device (or on ``mesh``).
 
   Raises:
-    InputError: no such workdir, no checkpoint in it, no checkpoint at ``step``, ``seed_index``
-      out of range; one line naming the value and what is allowed. Nothing is written.
+    InputError: no such workdir, no checkpoint in it, no checkpoint at ``step`` (an int),
+      ``seed_index`` out of range, a ``mesh`` that is not a ``Mesh`` or whose "data" axis does not
+      divide the run count, a task not registered in this process (a config file's task: load
+      that config first); one line naming the value and what is allowed. Nothing is written.
     CheckpointError: the checkpoint is unreadable, or its saved tree is not the state its config
       builds (a leaf missing, extra or of another shape: the first are named).
   """
+  _check_mesh(mesh)
   found = _workdir(workdir)
   directory = found.checkpoints
   workdir = os.fspath(workdir)
@@ -272,10 +309,13 @@ def load_run(workdir: str, step: int | None = None, *, seed_index: int | None = 
   except CheckpointError as e:
     raise CheckpointError(f"load_run: {e}") from e.__cause__
   config = ml_collections.ConfigDict(_tuples(saved))
+  _check_task_known(config, workdir)
   ctx = _load_context(config, mesh)
   task, runs, _, init, init_args = build_state_init(config, ctx)  # the trainer's builder, its Task
   inference = task.inference
   _check_seed_index(seed_index, runs, workdir, int(config.seed))
+  if seed_index is None:
+    _check_mesh_fits_runs(mesh, runs, workdir)
   index = seed_index if runs is not None and seed_index is not None else None
   abstract = jax.eval_shape(init, *init_args)
   keys = _STATE_KEYS + (("opt_state",) if opt_state else ())

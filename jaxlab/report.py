@@ -39,7 +39,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from jaxlab.errors import InputError
+from jaxlab.errors import InputError, check, check_int
 from jaxlab.train import workdir as workdir_lib
 from jaxlab.train.checkpoint import BOOKKEEPING_KEYS
 
@@ -191,10 +191,19 @@ def curve(workdir: Workdir, metric: str) -> tuple[np.ndarray, np.ndarray]:
 def lower_is_better(metric: str) -> bool:
   """Losses and errors are best when lowest; accuracies and returns when highest.
 
-  Decided by the metric's name, the part before the first ``/``: what follows names a data set or
-  a variant (``l2re_1step/ns``: a relative L2 error on the ``ns`` set, lowest is best).
+  Decided by the metric's name: by its first ``/``-separated part that names a result. A namespace
+  before it does not (``train/loss``, ``eval/loss``: lowest is best), nor does a data set or a
+  variant after it (``l2re_1step/ns``: a relative L2 error on the ``ns`` set, lowest is best;
+  ``accuracy/loss_set``: highest is best).
+
+  Examples:
+    >>> from jaxlab.report import lower_is_better
+    >>> [lower_is_better(m) for m in ("train/loss", "eval/accuracy", "l2re_1step/ns")]
+    [True, False, True]
   """
-  return bool(LOWER_IS_BETTER.search(metric.split("/")[0]))
+  parts = metric.split("/")
+  named = next((p for p in parts if RESULT.search(p) or LOWER_IS_BETTER.search(p)), parts[0])
+  return bool(LOWER_IS_BETTER.search(named))
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict[str, float]:
@@ -226,18 +235,24 @@ def iqm_ci(scores: np.ndarray, reps: int = BOOTSTRAP_REPS, seed: int = 0) -> tup
 
   Args:
     scores: ``[runs, tasks]`` (one column: a plain bootstrap over runs).
-    reps: bootstrap replicates.
+    reps: bootstrap replicates, >= 1.
     seed: seeds numpy's global generator, which rliable draws from (its state is restored after).
 
   Returns:
-    ``(iqm, ci_low, ci_high)``.
+    ``(iqm, ci_low, ci_high)``; the interval is NaN over a single run (resampling one run gives it
+    back every time: a zero-width interval that is no confidence interval).
   """
   from rliable import library, metrics  # noqa: PLC0415 - the rl extra
+  check_int(reps, "iqm_ci: reps", 1, "bootstrap replicates")
+  scores = np.asarray(scores, np.float64)
+  check(scores.ndim == 2 and scores.size > 0, f"iqm_ci: scores has shape {scores.shape}; must be [runs, tasks], non-empty")
+  if scores.shape[0] < 2:
+    return float(metrics.aggregate_iqm(scores)), float("nan"), float("nan")
   aggregate = lambda x: np.array([metrics.aggregate_iqm(x)])  # noqa: E731
   saved = np.random.get_state()
   np.random.seed(seed)
   try:
-    point, interval = library.get_interval_estimates({"runs": np.asarray(scores, np.float64)}, aggregate, reps=reps)
+    point, interval = library.get_interval_estimates({"runs": scores}, aggregate, reps=reps)
   finally:
     np.random.set_state(saved)
   return float(point["runs"][0]), float(interval["runs"][0, 0]), float(interval["runs"][1, 0])

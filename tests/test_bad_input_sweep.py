@@ -10,6 +10,7 @@ value (the expected fragment). Method packages keep their own sweeps beside thei
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 import sys
@@ -161,6 +162,48 @@ def _report_rows(text: str) -> Callable[[], Any]:
   return run
 
 
+@functools.cache
+def _two_seed_workdir() -> str:
+  """A digits MLP of 2 vmapped seeds trained 2 steps, checkpointed at 2 (trained once per process)."""
+  config = load_config("digits_mlp:tiny")
+  config.num_steps = config.log_every = config.eval_every = config.checkpoint_every = 2
+  config.runs.seeds = 2
+  workdir = tempfile.mkdtemp(prefix="jaxlab-sweep-")
+  train(config, workdir, devices=jax.devices()[:1], progress=False)
+  return workdir
+
+
+def _load_run(task: str | None = None, **kwargs: Any) -> Callable[[], Any]:
+  """``jaxlab.load_run`` of that workdir (a copy whose saved config names ``task``, if given)."""
+  def run():
+    import json
+    import shutil
+    from jaxlab.load import load_run
+    workdir = _two_seed_workdir()
+    if task is not None:
+      copy = os.path.join(tempfile.mkdtemp(prefix="jaxlab-sweep-"), "run")
+      shutil.copytree(workdir, copy)
+      path = os.path.join(copy, "checkpoints", "2", "config", "metadata")
+      with open(path) as f:
+        saved = json.load(f)
+      with open(path, "w") as f:
+        json.dump({**saved, "task": task}, f)
+      workdir = copy
+    return load_run(workdir, **kwargs)
+  return run
+
+
+def _iqm(function: str, scores: Any, **kwargs: Any) -> Callable[[], Any]:
+  """``jaxlab.rl.atari_scores.iqm_with_ci({"der": scores})`` or ``jaxlab.report.iqm_ci(scores)``."""
+  def run():
+    if function == "iqm_ci":
+      from jaxlab.report import iqm_ci
+      return iqm_ci(scores, **kwargs)
+    from jaxlab.rl.atari_scores import iqm_with_ci
+    return iqm_with_ci({"der": scores}, **kwargs)
+  return run
+
+
 def _register_twice():
   r = Registry("thing")
   r.register("a")(lambda: 1)
@@ -306,6 +349,26 @@ CASES: list[Case] = [
     ("report", "a row without step", _report_rows('{"step": 1, "loss": 1.0}\n{"loss": 2.0}\n'),
      "metrics.jsonl is not the trainer's JSON lines: line 2 is not a logged step"),
     ("report", "a bad line before the last", _report_rows('{"step": 1}\n{"step": 2\n{"step": 3}\n'), "line 2 is not JSON"),
+    # --- scores and load_run ----------------------------------------------------------------------
+    ("scores", "[games, runs] without games=", _iqm("iqm_with_ci", np.zeros((26, 5))),
+     "shape (26, 5): 26 rows read as Atari 100k's 26 games of 5 runs or as 26 runs of 5 games; must be [runs, games]"),
+    ("scores", "[games, runs] with games=", _iqm("iqm_with_ci", np.zeros((26, 5)), games=26),
+     "shape (26, 5): its rows are the 26 games (games=26); must be [runs, games]: pass scores['der'].T"),
+    ("scores", "columns other than games=", _iqm("iqm_with_ci", np.zeros((5, 3)), games=4),
+     "scores['der'] has shape (5, 3); must be [runs, 4] (games=4)"),
+    ("scores", "games=0", _iqm("iqm_with_ci", np.zeros((5, 3)), games=0), "iqm_with_ci: games=0; must be"),
+    *[("scores", f"{f}(reps={r!r})", _iqm(f, np.zeros((4, 2)), reps=r), f"{f}: reps={r!r}; must be an int >= 1")
+      for f in ("iqm_with_ci", "iqm_ci") for r in (0, -3, 2.5)],
+    ("scores", "iqm_ci of a 1-D array", _iqm("iqm_ci", np.zeros(4)), "iqm_ci: scores has shape (4,); must be [runs, tasks]"),
+    ("load_run", "step='2'", _load_run(step="2"), "load_run: step='2' is a str; allowed: an int step (2), e.g. step=2"),
+    ("load_run", "mesh='data=8'", _load_run(mesh="data=8"), "load_run: mesh='data=8' is a str; allowed: a jax.sharding.Mesh"),
+    ("load_run", "mesh=jax.devices()", _load_run(mesh=jax.devices()), "load_run: mesh=[CpuDevice(id=0)"),
+    ("load_run", "a data axis of 8 for 2 runs", _load_run(mesh=make_mesh((("data", 8),))),
+     "has a 'data' axis of size 8, which the run axis of the 2 vmapped runs in"),
+    ("load_run", "a data axis of 4 for 2 runs", _load_run(mesh=make_mesh((("data", 4), ("model", 2)))),
+     "allowed: a mesh whose 'data' size divides 2 (1, 2), or seed_index in [0, 1] to load one run"),
+    ("load_run", "a task a config file registers", _load_run(task="my_line_fit"),
+     "was trained on task 'my_line_fit', which is not registered in this process; a task a config file registers"),
     ("config file", "missing", lambda: load_config("configs/nope.py"), "config 'configs/nope.py' not found"),
     ("config file", "unknown name", lambda: load_config("digits_mpl"), "one of: clip_files, digits_clip"),
     ("config file", "not Python", lambda: load_config(os.path.join(os.path.dirname(__file__), "..", "README.md")), "is not a Python file"),
@@ -326,7 +389,7 @@ def test_extras_named_are_those_setup_cfg_installs():
   from jaxlab.registry import EXTRAS, NO_DEPS
   cfg = configparser.ConfigParser()
   cfg.read(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "setup.cfg"))
-  module_of = {"scikit-learn": "sklearn", "pillow": "PIL"}  # distribution -> import name, where they differ
+  module_of = {"scikit-learn": "sklearn", "pillow": "PIL", "ale-py": "ale_py"}  # distribution -> import name, where they differ
   extras = cfg["options.extras_require"]
   for module, extra in EXTRAS.items():
     requirements = [line.split("#")[0].strip() for line in extras[extra].splitlines()]

@@ -173,13 +173,19 @@ def test_two_tower_embeddings_and_zero_shot(clip_dir):
     ("seed_single", r"seed_index=1 is out of range; .* holds a single run \(seed=0\); allowed: an int in \[0, 0\]"),
     ("seed_runs", r"seed_index=2 is out of range; .* holds 2 vmapped runs \(seed=0, seed=1\); allowed: an int in \[0, 1\]"),
     ("seed_bool", r"seed_index=True is out of range"),
+    ("step_str", r"step='4' is a str; allowed: an int step \(2, 4\), e.g. step=4, or None for the newest"),
+    ("mesh_str", r"mesh='data=8' is a str; allowed: a jax.sharding.Mesh \(e.g. jaxlab.train.make_mesh"),
+    ("mesh_runs", r"mesh \{'data': 8\} has a 'data' axis of size 8, which the run axis of the 2 vmapped runs in "
+                  r".* is sharded over; allowed: a mesh whose 'data' size divides 2 \(1, 2\), or seed_index in \[0, 1\]"),
 ])
 def test_bad_input_is_one_line_and_changes_nothing(tmp_path, dpot_dir, mlp_runs_dir, case, match):
   (tmp_path / "empty").mkdir()
   suite = os.path.dirname(dpot_dir)  # pytest's base temp holds every module fixture's workdir
   args = {"missing": (str(tmp_path / "missing"), {}), "empty": (str(tmp_path / "empty"), {}),
           "suite": (suite, {}), "step": (dpot_dir, {"step": 3}), "seed_single": (dpot_dir, {"seed_index": 1}),
-          "seed_runs": (mlp_runs_dir, {"seed_index": 2}), "seed_bool": (mlp_runs_dir, {"seed_index": True})}[case]
+          "seed_runs": (mlp_runs_dir, {"seed_index": 2}), "seed_bool": (mlp_runs_dir, {"seed_index": True}),
+          "step_str": (dpot_dir, {"step": "4"}), "mesh_str": (mlp_runs_dir, {"mesh": "data=8"}),
+          "mesh_runs": (mlp_runs_dir, {"mesh": jaxlab.train.make_mesh((("data", 8),))})}[case]
   workdir, kwargs = args
   before = _snapshot(workdir) if os.path.isdir(workdir) else None
   with pytest.raises(InputError, match=match) as e:
@@ -213,6 +219,21 @@ def test_a_checkpoint_of_another_run_is_refused_in_one_line(tmp_path, mlp_runs_d
   assert "does not hold the state its saved config builds" in message and "params/Dense_0/kernel" in message
   with pytest.raises(CheckpointError, match="params/Dense_0/kernel"):  # one run of several alike
     jaxlab.load_run(other, seed_index=1)
+
+
+def test_a_task_a_config_file_registers_is_named_with_what_to_load(tmp_path, mlp_runs_dir):
+  # A task registered beside a config file's get_config is unknown until that file is loaded.
+  other = _copy_with_config(mlp_runs_dir, tmp_path / "own_task", lambda c: c.update(task="my_line_fit"))
+  with pytest.raises(InputError) as e:
+    jaxlab.load_run(other)
+  message = str(e.value)
+  assert "\n" not in message and f"{other!r} was trained on task 'my_line_fit', which is not registered" in message
+  assert "jaxlab.config_files.load_config('<that config>.py')" in message and "digits_classification" in message
+
+
+def test_one_run_of_several_loads_onto_a_mesh_its_data_axis_need_not_divide(mlp_runs_dir):
+  run = jaxlab.load_run(mlp_runs_dir, seed_index=1, mesh=jaxlab.train.make_mesh((("data", 4), ("model", 2))))
+  assert not run.run_axis and run.seeds == (1,)
 
 
 def test_a_resume_told_to_stop_at_its_checkpoint_trains_nothing_and_is_refused(tmp_path, mlp_runs_dir):

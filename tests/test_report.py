@@ -231,6 +231,29 @@ def test_lower_is_better_is_decided_by_the_metric_name_not_the_data_set():
     assert not report.lower_is_better(name), name
 
 
+def test_a_namespace_before_the_metric_does_not_decide_its_direction():
+  for name in ("train/loss", "eval/loss", "eval/l2re_1step/ns", "valid/test_error"):
+    assert report.lower_is_better(name), name
+  for name in ("eval/accuracy", "train/episode_return", "opt/lr"):
+    assert not report.lower_is_better(name), name
+
+
+def test_best_of_a_namespaced_loss_is_its_lowest(tmp_path):
+  rows = [{"step": 1, "train/loss": 2.0}, {"step": 2, "train/loss": 0.5}, {"step": 3, "train/loss": 0.9}]
+  w = report.load_workdir(make_workdir(tmp_path / "ns", rows, config("digits_classification", 1)))
+  (run,) = report.build_report([w], ["train/loss"])["runs"]
+  assert (run["best"]["train/loss"], run["best_step"]["train/loss"]) == (0.5, 2)
+
+
+def test_iqm_ci_of_one_run_has_no_interval_and_reps_must_be_positive():
+  pytest.importorskip("rliable")
+  point, lo, hi = report.iqm_ci(np.array([[3.0]]), reps=20)
+  assert point == 3.0 and math.isnan(lo) and math.isnan(hi)  # not a zero-width "95% CI"
+  for reps in (0, -5):
+    with pytest.raises(InputError, match=rf"iqm_ci: reps={reps}; must be an int >= 1 \(bootstrap replicates\)"):
+      report.iqm_ci(np.zeros((4, 1)), reps=reps)
+
+
 def test_best_of_a_per_data_set_error_is_its_lowest(tmp_path):
   rows = [{"step": 1, "l2re_1step/ns": 0.9}, {"step": 2, "l2re_1step/ns": 0.2}, {"step": 3, "l2re_1step/ns": 0.4}]
   w = report.load_workdir(make_workdir(tmp_path / "pde", rows, config("pde_operator", 1)))

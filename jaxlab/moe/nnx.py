@@ -95,7 +95,7 @@ class SoftMoE(LinenLayout):
     Args:
       x: tokens [batch, tokens, token_dim].
       expert_noise: with ``noisy_experts``, the draw ``(f_p [d, 1], f_q [1, h])`` all experts share
-        (:func:`jaxlab.rl.rainbow_layers.factorised_noise`), or None for the means.
+        (``jaxlab.rl.rainbow_layers.factorised_noise``), or None for the means.
 
     Returns:
       ``(y, stats)`` as :func:`jaxlab.moe.soft_moe` returns them.

@@ -48,7 +48,7 @@ class AgentNetwork:
 
   @property
   def mean_net(self) -> QNetwork:
-    """The network with every noisy layer at its means (noisy experts included): no key needed."""
+    """The network with every noisy layer at its means, noisy experts included, so that it needs no key."""
     return self.net.clone(deterministic=True, expert_means=True) if self.net.has_noisy_layers else self.net
 
   def _apply(self, module: QNetwork, params: Any, obs: jax.Array, noise: jax.Array | None,

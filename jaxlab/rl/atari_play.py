@@ -46,6 +46,10 @@ from jaxlab.rl.play import first_episodes
 
 #: Dopamine's ``epsilon_eval`` (``JaxDQNAgent``'s default and ``DER.gin:18``).
 EVAL_EPSILON = 0.001
+#: The most evaluation games per run: each is an emulator of its own in the evaluation pool, a host object built
+#: with the task (about 1.2 MB each: an envpool Pong pool of 64 grew the process by 76 MB), so 10x Dopamine's 100
+#: keeps the pool near 1 GB per run; a million ended in ``std::bad_alloc`` instead of a message.
+MAX_EVAL_EPISODES = 1000
 #: Evaluation pools are seeded away from the training pool: run seed ``s`` evaluates with ``s + EVAL_SEED_OFFSET``.
 EVAL_SEED_OFFSET = 1_000_003
 
@@ -76,7 +80,8 @@ def eval_settings(d: Mapping[str, Any], max_episode_steps: int) -> EvalSettings:
   """
   episodes = d.get("eval_episodes", 0)
   errors.check_int(episodes, "dqn.eval_episodes", 0, "evaluation environments per run, one whole game each "
-                   "(Dopamine's Atari 100k: 100); 0 = no evaluation")
+                   f"(Dopamine's Atari 100k: 100); 0 = no evaluation; at most {MAX_EVAL_EPISODES}, each an emulator "
+                   "of the evaluation pool", maximum=MAX_EVAL_EPISODES)
   cap = d.get("eval_steps", 0)
   errors.check_int(cap, "dqn.eval_steps", 0, "agent steps an evaluation may take; 0 = env.max_episode_steps, "
                    "where every episode has ended", maximum=2**31 - 1)

@@ -20,11 +20,11 @@ Game names are the ALE's / envpool's ("MsPacman", "Jamesbond", "UpNDown"), which
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from jaxlab.errors import InputError, check
+from jaxlab.errors import InputError, check, check_int, is_int
 
 #: The 26 games of Atari 100k, in the order rliable lists them.
 ATARI_100K_GAMES: tuple[str, ...] = (
@@ -81,7 +81,7 @@ def human_normalized(game: str, score: float | np.ndarray) -> float | np.ndarray
 
 
 def iqm_with_ci(scores: Mapping[str, np.ndarray], reps: int = BOOTSTRAP_REPS, seed: int = 0,
-                confidence: float = 0.95) -> dict[str, dict[str, float]]:
+                confidence: float = 0.95, games: Sequence[str] | int | None = None) -> dict[str, dict[str, float]]:
   """IQM and its stratified-bootstrap confidence interval per variant (rliable).
 
   The IQM is the mean of the middle 50% of all ``runs x games`` scores (``scipy.stats.trim_mean``
@@ -92,27 +92,39 @@ def iqm_with_ci(scores: Mapping[str, np.ndarray], reps: int = BOOTSTRAP_REPS, se
   Args:
     scores: ``{variant: [runs, games]}`` (e.g. human-normalised scores); one column is a plain
       bootstrap over runs. Variants may differ in runs, not in games.
-    reps: bootstrap replicates.
+    reps: bootstrap replicates, >= 1.
     seed: seeds numpy's global generator, which rliable draws from (its state is restored after).
     confidence: of the interval.
+    games: the games of the columns (their names, or their count). With it, an array whose rows
+      are the games (``[games, runs]``) is refused naming its transpose. Without it, an array of
+      26 rows (Atari 100k's game count) and another number of columns reads either way and is
+      refused: pass ``games``, or ``scores.T``.
 
   Returns:
-    ``{variant: {"iqm", "ci_low", "ci_high", "runs", "games"}}``.
+    ``{variant: {"iqm", "ci_low", "ci_high", "runs", "games"}}``; ``ci_low`` / ``ci_high`` are NaN
+    for a variant of one run (resampling one run gives it back every time: a zero-width interval
+    that is no confidence interval).
 
   Raises:
-    InputError: a variant's scores are not a non-empty finite ``[runs, games]`` array.
+    InputError: a variant's scores are not a non-empty finite ``[runs, games]`` array, or their
+      axes are given in the other order (or cannot be told apart), or ``reps`` < 1.
   """
   from rliable import library, metrics  # noqa: PLC0415 - the rl extra
 
   check(len(scores) > 0, "iqm_with_ci got no variants; pass {variant: [runs, games] scores}")
+  check_int(reps, "iqm_with_ci: reps", 1, "bootstrap replicates")
+  check(games is None or (is_int(games) and games >= 1) or (isinstance(games, (list, tuple)) and len(games) > 0),
+        f"iqm_with_ci: games={games!r}; must be the columns' games (a list of names) or their count (an int >= 1)")
+  n_games = None if games is None else (int(games) if is_int(games) else len(games))
   arrays = {}
   for name, value in scores.items():
     a = np.asarray(value, np.float64)
     check(a.ndim == 2 and a.size > 0, f"scores[{name!r}] has shape {a.shape}; must be [runs, games], non-empty")
     check(bool(np.all(np.isfinite(a))), f"scores[{name!r}] has non-finite values; IQM needs finite scores")
+    _check_axes(name, a.shape, n_games)
     arrays[name] = a
-  games = {a.shape[1] for a in arrays.values()}
-  check(len(games) == 1, f"variants have {sorted(games)} games; all must score the same games")
+  columns = {a.shape[1] for a in arrays.values()}
+  check(len(columns) == 1, f"variants have {sorted(columns)} games; all must score the same games")
   check(0 < confidence < 1, f"confidence={confidence!r}; must be in (0, 1)")
   aggregate = lambda x: np.array([metrics.aggregate_iqm(x)])  # noqa: E731
   saved = np.random.get_state()
@@ -121,6 +133,24 @@ def iqm_with_ci(scores: Mapping[str, np.ndarray], reps: int = BOOTSTRAP_REPS, se
     point, interval = library.get_interval_estimates(arrays, aggregate, reps=reps, confidence_interval_size=confidence)
   finally:
     np.random.set_state(saved)
-  return {name: {"iqm": float(point[name][0]), "ci_low": float(interval[name][0, 0]),
-                 "ci_high": float(interval[name][1, 0]), "runs": int(a.shape[0]), "games": int(a.shape[1])}
+  one_run = lambda a: a.shape[0] < 2  # noqa: E731
+  return {name: {"iqm": float(point[name][0]),
+                 "ci_low": float("nan") if one_run(a) else float(interval[name][0, 0]),
+                 "ci_high": float("nan") if one_run(a) else float(interval[name][1, 0]),
+                 "runs": int(a.shape[0]), "games": int(a.shape[1])}
           for name, a in arrays.items()}
+
+
+def _check_axes(name: str, shape: tuple[int, ...], games: int | None) -> None:
+  """Refuses ``[games, runs]`` scores where the game count says so, and the shape that reads either way."""
+  rows, columns = shape
+  if games is not None:
+    check(columns == games or rows != games,
+          f"scores[{name!r}] has shape {shape}: its rows are the {games} games (games={games}); "
+          f"must be [runs, games]: pass scores[{name!r}].T")
+    check(columns == games, f"scores[{name!r}] has shape {shape}; must be [runs, {games}] (games={games})")
+  else:
+    check(rows != len(ATARI_100K_GAMES) or columns == rows,
+          f"scores[{name!r}] has shape {shape}: {rows} rows read as Atari 100k's {rows} games of {columns} runs or "
+          f"as {rows} runs of {columns} games; must be [runs, games]: pass games= (the columns' games) to confirm, "
+          f"or scores[{name!r}].T")

@@ -39,6 +39,9 @@ ENV_IDS = {
     "space_invaders": "SpaceInvaders-MinAtar",
 }
 _MINATAR_BY_ID = {gymnax_id: short for short, gymnax_id in ENV_IDS.items()}
+#: gymnax ids whose environment downloads a data set when it is built (``gymnax.utils.load_mnist``); jaxlab
+#: reaches no network at run time, so they are refused by name before anything is built.
+DOWNLOADS = {"MNISTBandit-bsuite": "MNIST"}
 
 
 
@@ -96,6 +99,10 @@ def resolve(name: Any, where: str = "", full_action_set: bool = True) -> EnvSpec
     short = _MINATAR_BY_ID.get(name, name)
     env, params = gymnax.make(ENV_IDS[short], use_minimal_action_set=not full_action_set)
     return EnvSpec(short, env, params, True)
+  if isinstance(name, str) and name in DOWNLOADS:
+    raise InputError(f"environment {name!r}{where} downloads {DOWNLOADS[name]} from the internet when gymnax builds "
+                     "it, and jaxlab reaches no network at run time; choose another environment, or register your "
+                     "own in jaxlab.rl.envs.ENVS that reads the data from a local file")
   if isinstance(name, str) and name in gymnax.registered_envs:
     env, params = gymnax.make(name)
     return EnvSpec(name, env, params, False)

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.errors import InputError, check, check_bool, check_int, check_range, is_int
-from jaxlab.rl.env_names import ENV_IDS, ENVS, EnvSpec, resolve  # noqa: F401 (ENV_IDS, ENVS: re-exported)
+from jaxlab.rl.env_names import ENV_IDS, ENVS, EnvSpec, is_builtin, resolve  # noqa: F401 (ENV_IDS, ENVS: re-exported)
 
 MINATAR_STICKY_ACTION_PROB = 0.1  # minatar.Environment default, kept by Dopamine's gin files.
 FREEWAY_TIME_LIMIT = 2500         # minatar/environments/freeway.py `time_limit` (a terminal state).
@@ -97,6 +97,20 @@ class GymnaxEnv:
   def episode_length(self) -> int | None:
     """The length every episode has where the game fixes it (2500 in Freeway), else None."""
     return self.terminal_limit
+
+  @property
+  def time_limit(self) -> int | None:
+    """The step at which episodes are truncated (``params.max_steps_in_episode``, bootstrapped), else None:
+    MinAtar without ``max_episode_steps`` (and Freeway's 2500, a terminal state) has none.
+
+    >>> from jaxlab.rl.envs import make_env
+    >>> make_env("CartPole-v1").time_limit, make_env("breakout").time_limit, make_env("freeway").time_limit
+    (500, None, None)
+    """
+    limit = getattr(self.gymnax_params, "max_steps_in_episode", None)
+    if limit is None or int(limit) >= _NO_LIMIT or (self.terminal_limit is not None and limit >= self.terminal_limit):
+      return None
+    return int(limit)
 
   def _observation(self, obs: jax.Array) -> jax.Array:
     """gymnax's batched observations [N, ...] as ``[N, *obs_shape]`` of ``obs_dtype``."""
@@ -263,10 +277,13 @@ def make_env(name: str, *, sticky_action_prob: float | None = None, full_action_
           "max_steps_in_episode to set")
     params = params.replace(max_steps_in_episode=max_episode_steps)
   layout, dtype, size, shape = _observation_format(spec, params, where)
+  num_actions = _discrete_actions(spec, params, where)
+  if not is_builtin(spec.name):  # your own environment, first used here: its step, traced once
+    _check_own_step(spec, params, where)
   return GymnaxEnv(name=spec.name, gymnax_env=spec.env, gymnax_params=params,
                    sticky_action_prob=float(sticky_action_prob or 0.0), max_episode_steps=max_episode_steps,
                    obs_layout=layout, obs_dtype=dtype, one_hot_size=size, obs_shape=shape,
-                   num_actions=_discrete_actions(spec, params, where))
+                   num_actions=num_actions)
 
 
 def _minatar(spec: EnvSpec, sticky_action_prob: float, max_episode_steps: int | None) -> GymnaxEnv:
@@ -286,10 +303,39 @@ def _discrete_actions(spec: EnvSpec, params: Any, where: str) -> int:
   """The number of actions of a ``Discrete`` action space; any other space is one line."""
   space = spec.env.action_space(params)
   n = getattr(space, "n", None)
-  check(type(space).__name__ == "Discrete" and is_int(n) and n >= 1,
+  check(type(space).__name__ == "Discrete",
         f"environment {spec.name!r}{where} has a {type(space).__name__} action space; DQN needs discrete actions "
         "(a gymnax spaces.Discrete)")
+  check(is_int(n) and n >= 1, f"environment {spec.name!r}{where} has a Discrete({n!r}) action space; DQN needs at "
+        "least 1 action (action_space(params).n >= 1)")
   return int(n)
+
+
+def _check_own_step(spec: EnvSpec, params: Any, where: str) -> None:
+  """Your environment's ``step_env`` traced once (``jax.eval_shape``: nothing runs) against gymnax's contract:
+  ``(obs, state, reward, done, info)``, ``obs`` of the shape and dtype ``reset`` gives (gymnax's auto-reset
+  selects between them), a scalar ``reward`` and ``done`` per step. One line per breach, instead of an
+  error from inside gymnax's ``step`` or a reward silently broadcast over the batch."""
+  from gymnax.environments import environment  # noqa: PLC0415 (gymnax's public base class)
+  what = f"environment {spec.name!r}{where}"
+  key = jax.random.key(0)
+  obs, state = jax.eval_shape(spec.env.reset_env, key, params)
+  if type(spec.env).step_env is environment.Environment.step_env:
+    return  # a class that overrides step itself: make_env's step reads it (5 or 6 values)
+  out = jax.eval_shape(spec.env.step_env, key, state, jnp.zeros((), jnp.int32), params)
+  got = f"{len(out)} values" if isinstance(out, tuple) else f"a {type(out).__name__}"
+  check(isinstance(out, tuple) and len(out) == 5,
+        f"{what}: step_env returned {got}; a gymnax step_env returns 5: (obs, state, reward, done, info)")
+  step_obs, _, reward, done, _ = out
+  same = jax.tree.structure(step_obs) == jax.tree.structure(obs) and all(
+      (a.shape, a.dtype) == (b.shape, b.dtype) for a, b in zip(jax.tree.leaves(step_obs), jax.tree.leaves(obs)))
+  shapes = lambda tree: ", ".join(f"{a.dtype}{list(a.shape)}" for a in jax.tree.leaves(tree))  # noqa: E731
+  check(same, f"{what}: step_env's observations are {shapes(step_obs)} but reset_env's are {shapes(obs)}; they must "
+        "be the same (gymnax's auto-reset puts a reset's observation in their place)")
+  for name, value in (("reward", reward), ("done", done)):
+    shape = tuple(getattr(value, "shape", ()))
+    check(shape == (), f"{what}: step_env's {name} has shape {shape}; must be a scalar (one per step: the batch of "
+          "environments is jaxlab's vmap)")
 
 
 def _observation_format(spec: EnvSpec, params: Any, where: str) -> tuple[str, str, int, tuple[int, ...]]:
@@ -305,6 +351,7 @@ def _observation_format(spec: EnvSpec, params: Any, where: str) -> tuple[str, st
     space = spec.env.observation_space(params)
     n = getattr(space, "n", None)
     if type(space).__name__ == "Discrete" and is_int(n) and jnp.issubdtype(obs.dtype, jnp.integer):
+      check(n >= 1, f"{what} has a Discrete({n}) observation space; one-hot observations need n >= 1")
       return "one_hot", "float32", int(n), (int(n),)
     return "scalar", dtype, 0, (1,)
   check(len(shape) <= 3 and math.prod(shape) >= 1,

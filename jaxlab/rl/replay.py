@@ -315,6 +315,12 @@ def make_replay(capacity: int, num_envs: int, batch_size: int, min_size: int | N
   check(per_env >= horizon + 1, f"{n['capacity']}={capacity} with {n['num_envs']}={num_envs} leaves {per_env} slots "
         f"per env; a transition needs {horizon + 1}, so {n['capacity']} must be >= {horizon + 1} * {n['num_envs']}")
   held = num_envs * (per_env - horizon)  # transitions when full
+  one_step = num_envs * (per_env - 1)
+  for key, size in (("batch_size", batch_size), ("min_size", min_size)):
+    if size > held and size <= one_step:  # the horizon is what leaves too few
+      raise InputError(f"{h_name}={horizon} leaves the replay {held} {horizon}-step transitions ({n['capacity']}="
+                       f"{capacity}, {n['num_envs']}={num_envs}), fewer than {n[key]}={size}; lower {h_name} or "
+                       f"raise {n['capacity']}")
   if batch_size > held:
     raise InputError(f"{n['batch_size']}={batch_size} is larger than the replay's {held} transitions "
                      f"({n['capacity']}={capacity}, {n['num_envs']}={num_envs}); raise {n['capacity']} or lower "

@@ -424,6 +424,11 @@ def make_frame_replay(capacity: int, num_envs: int, batch_size: int, min_size: i
   horizon = check_int(horizon, n.get("horizon", "horizon"), 1)
   check(per_env >= need + horizon - 1, f"{n['capacity']}={capacity} with {n['num_envs']}={num_envs} leaves {per_env} "
         f"slots per env; {horizon}-step windows of {stack_size}-frame stacks need >= {need + horizon - 1}")
+  windows = num_envs * (per_env - stack_size + 1 - horizon)  # what a full replay holds to draw from
+  if prioritized and batch_size > windows:  # as the transition replay: a batch never exceeds what is held
+    raise InputError(f"{n['batch_size']}={batch_size} is larger than the prioritised replay's {windows} "
+                     f"{horizon}-step transitions ({n['capacity']}={capacity}, {n['num_envs']}={num_envs}, "
+                     f"{stack_size}-frame stacks); raise {n['capacity']} or lower {n['batch_size']}")
   replay = FrameReplay(capacity=per_env * num_envs, num_envs=num_envs, batch_size=batch_size, min_size=min_size,
                        frame_shape=tuple(frame_shape), stack_size=stack_size, prioritized=prioritized,
                        horizon=horizon)

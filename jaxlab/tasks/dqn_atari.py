@@ -106,9 +106,14 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
         "together, so one environment's no-ops would step the others (Dopamine's runner trains on one)")
   errors.check_choice(d.get("epsilon_schedule", "linear"), "dqn.epsilon_schedule", tuple(dqn.EPSILON_SCHEDULES),
                       "'zero': Dopamine's zero_epsilon, which its full Rainbow uses with noisy nets")
+  noisy = config.network.get("noisy", False)
+  check(d.get("epsilon_schedule", "linear") != "zero" or noisy is True,
+        f"dqn.epsilon_schedule='zero' with network.noisy={noisy!r}: the agent would never explore (Dopamine takes "
+        "zero_epsilon only with noisy nets, full_rainbow_agent.py:335 @ 5873f54); set network.noisy=True or "
+        "dqn.epsilon_schedule='linear'")
   check(errors.is_int(d.update_period) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} agent steps per update; must be an int >= 1 (Dopamine: 4)")
-  check_dqn_settings(d, "agent steps", "epsilon_decay_period", d.clip_rewards)
+  check_dqn_settings(d, "agent steps", "epsilon_decay_period", d.clip_rewards, config.network)
   check(config.network.encoder in ATARI_ENCODERS,
         f"network.encoder={config.network.encoder!r}; Atari frames (84x84x4) take one of {ATARI_ENCODERS}")
 
@@ -297,6 +302,13 @@ def dqn_atari(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     raise InputError(f"dqn.target_update_period={d.target_update_period} agent steps must be a multiple of the "
                      f"{d.update_period} agent steps of one update (dqn.update_period)")
   horizon = d.get("update_horizon", 1)
+  limit = e.max_episode_steps
+  if horizon > 1 and not e.time_limit_is_terminal and errors.is_int(limit) and limit <= horizon:
+    raise InputError(f"dqn.update_horizon={horizon} with env.max_episode_steps={limit} and "
+                     "env.time_limit_is_terminal=False: every episode is truncated within the horizon, so every "
+                     f"{horizon}-step window that does not end in a game over crosses a truncation and leaves the loss (it "
+                     "would train on 0); "
+                     f"lower dqn.update_horizon below {limit} or raise env.max_episode_steps")
   prioritized = d.get("replay_scheme", "uniform") == "prioritized"
   replay = make_frame_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history,
                              frame_shape=FRAME_SHAPE, stack_size=STACK_SIZE,

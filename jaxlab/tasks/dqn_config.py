@@ -40,7 +40,8 @@ def check_count(key: str, value: Any, low: int, what: str = "") -> None:
   check(value <= MAX_FRAMES, f"{key}={value}{what}; must be < 2**31 (counted in int32 on the device)")
 
 
-def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, clip_rewards: Any) -> None:
+def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, clip_rewards: Any,
+                       network: ml_collections.ConfigDict | None = None) -> None:
   """The ``dqn.*`` keys every DQN task reads, one clear line each.
 
   Args:
@@ -48,6 +49,8 @@ def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, 
     unit: what the task's counts count ("frames" for MinAtar, "agent steps" for Atari).
     decay_key: the task's epsilon-decay key under ``dqn``.
     clip_rewards: the value of ``dqn.clip_rewards`` the task uses.
+    network: the config's ``network`` block, for the keys that only C51 reads (``network.num_atoms`` > 1:
+      :func:`check_c51_settings`); None skips them.
 
   Raises:
     InputError: the first bad key, one line naming it.
@@ -72,6 +75,49 @@ def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, 
         f"dqn.vmax={vmax!r}; must be a finite number > 0 (C51's largest atom; Dopamine: 10)")
   check(vmin is None or (errors.is_real(vmin) and math.isfinite(vmin) and vmin < vmax),
         f"dqn.vmin={vmin!r}; must be None (= -dqn.vmax) or a finite number below dqn.vmax={vmax!r}")
+  if network is not None:
+    check_c51_settings(network, d, clip_rewards)
+
+
+def check_c51_settings(network: ml_collections.ConfigDict, d: ml_collections.ConfigDict, clip_rewards: bool) -> None:
+  """Under C51 (``network.num_atoms`` > 1): no key that C51 ignores, and a support a clipped reward fits in.
+
+  C51's loss is the cross-entropy to the projected target distribution (Bellemare et al. 2017, Algorithm 1;
+  Dopamine's ``JaxFullRainbowAgent``), so ``dqn.loss`` (the scalar TD loss) would be ignored: anything but its
+  default is refused. With ``dqn.clip_rewards`` every reward is in [-1, 1]; a support whose ``dqn.vmax`` is
+  below 1 cannot hold one reward, so the target of every rewarded step projects onto its end atom (with
+  ``vmax=1e-6`` every return is one point and the agent learns nothing). Without clipping the reward
+  scale is the environment's, so no floor is set.
+
+  Args:
+    network: the config's ``network`` block.
+    d: its ``dqn`` block, ``dqn.vmax`` / ``dqn.vmin`` already checked by :func:`check_dqn_settings`.
+    clip_rewards: the ``dqn.clip_rewards`` the task uses (checked).
+
+  Raises:
+    InputError: one line naming the key.
+
+  Examples:
+    >>> import ml_collections
+    >>> from jaxlab.errors import InputError
+    >>> from jaxlab.tasks.dqn_config import check_c51_settings
+    >>> network = ml_collections.ConfigDict({"num_atoms": 51})
+    >>> check_c51_settings(network, ml_collections.ConfigDict({"loss": "mse", "vmax": 10.0}), clip_rewards=True)
+    >>> try:
+    ...   check_c51_settings(network, ml_collections.ConfigDict({"loss": "huber", "vmax": 10.0}), clip_rewards=True)
+    ... except InputError as e:
+    ...   print(str(e)[:50])
+    dqn.loss='huber' has no effect under C51 (network.
+  """
+  num_atoms = network.get("num_atoms", 1)
+  if not (errors.is_int(num_atoms) and num_atoms > 1):
+    return  # scalar Q-values (a bad num_atoms is the network's check)
+  check(d.loss == "mse", f"dqn.loss={d.loss!r} has no effect under C51 (network.num_atoms={num_atoms}: the loss is "
+        "the cross-entropy to the projected target distribution); leave it 'mse', its default")
+  vmax = d.get("vmax", 10.0)
+  check(not clip_rewards or vmax >= 1.0,
+        f"dqn.vmax={vmax!r} with dqn.clip_rewards=True: one clipped reward (1) already leaves the support, so every "
+        "rewarded step's target projects onto its end atom; must be >= 1 (Dopamine: 10)")
 
 
 def c51_support_from_config(network: ml_collections.ConfigDict, d: ml_collections.ConfigDict) -> Any:

@@ -100,7 +100,7 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   check(errors.is_int(d.update_period) and d.update_period >= 1,
         f"dqn.update_period={d.update_period!r} environment frames per update; must be an int >= 1 "
         "(the update-to-data ratio 1/update_period must be > 0; Dopamine: 4)")
-  check_dqn_settings(d, "frames", "epsilon_decay_frames", d.get("clip_rewards", False))
+  check_dqn_settings(d, "frames", "epsilon_decay_frames", d.get("clip_rewards", False), config.network)
   errors.check_int(d.eval_steps, "dqn.eval_steps", 0,
                    "steps each evaluation environment may take to finish its episode; 0 = no evaluation")
   check_count("dqn.eval_steps", d.eval_steps, 0)
@@ -159,6 +159,13 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     raise InputError(f"dqn.eval_steps={eval_cap} is shorter than one {e.name} episode ({env.episode_length} "
                      f"steps); allowed: 0 (no evaluation) or >= {env.episode_length}")
   horizon = d.get("update_horizon", 1)
+  limit = env.time_limit
+  if horizon > 1 and limit is not None and limit <= horizon:
+    where = "env.max_episode_steps" if e.get("max_episode_steps") is not None else f"{e.name}'s own time limit"
+    raise InputError(f"dqn.update_horizon={horizon} with {where}={limit}: every episode is truncated within "
+                     f"{horizon} steps, so every {horizon}-step return that does not end in a terminal is cut and "
+                     f"leaves the loss (it would train on 0); lower dqn.update_horizon below {limit} or raise "
+                     "env.max_episode_steps")
   prioritized = d.get("replay_scheme", "uniform") == "prioritized"
   replay = make_replay(d.replay_capacity, n_envs, config.batch_size, min_size=d.min_replay_history,
                        names={"capacity": "dqn.replay_capacity", "num_envs": "env.num_envs",

@@ -1,5 +1,7 @@
 """Atari 100k's score table, human normalisation and the IQM with stratified-bootstrap CIs."""
 
+import math
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -61,3 +63,34 @@ def test_iqm_refuses_bad_scores_in_one_line():
   with pytest.raises(InputError, match=r"variants have \[1, 2\] games"):
     iqm_with_ci({"a": np.zeros((2, 1)), "b": np.zeros((2, 2))})
   assert atari_scores.BOOTSTRAP_REPS == 2000
+
+
+def test_iqm_scores_in_the_other_axis_order_are_refused_not_read_as_runs():
+  pytest.importorskip("rliable")
+  by_game = np.zeros((len(ATARI_100K_GAMES), 5))  # [games, runs]: 26 games of 5 runs
+  with pytest.raises(InputError, match=r"shape \(26, 5\): 26 rows read as Atari 100k's 26 games of 5 runs or as 26 "
+                                       r"runs of 5 games; must be \[runs, games\]: pass games= .* or scores\['der'\]\.T"):
+    iqm_with_ci({"der": by_game})
+  with pytest.raises(InputError, match=r"shape \(26, 5\): its rows are the 26 games \(games=26\); .* scores\['der'\]\.T"):
+    iqm_with_ci({"der": by_game}, games=ATARI_100K_GAMES)
+  with pytest.raises(InputError, match=r"shape \(4, 3\); must be \[runs, 5\] \(games=5\)"):
+    iqm_with_ci({"der": np.zeros((4, 3))}, games=5)
+  with pytest.raises(InputError, match=r"games=2.5; must be the columns' games"):
+    iqm_with_ci({"der": np.zeros((4, 3))}, games=2.5)
+  # Confirmed by games=, and the transpose: the same numbers, the 5 runs resampled within each game.
+  rng = np.random.default_rng(1)
+  runs_by_games = rng.normal(size=(5, len(ATARI_100K_GAMES)))
+  out = iqm_with_ci({"der": runs_by_games}, reps=20, games=ATARI_100K_GAMES)["der"]
+  assert (out["runs"], out["games"]) == (5, 26)
+  square = iqm_with_ci({"der": np.zeros((26, 26))}, reps=5)["der"]  # square: the axes are not in question
+  assert (square["runs"], square["games"]) == (26, 26)
+
+
+def test_iqm_of_one_run_has_no_interval_and_reps_must_be_positive():
+  pytest.importorskip("rliable")
+  one = iqm_with_ci({"a": np.array([[0.1, 0.5, 0.9, 0.3]])}, reps=20)["a"]
+  assert one["runs"] == 1 and one["iqm"] == pytest.approx(0.4)
+  assert math.isnan(one["ci_low"]) and math.isnan(one["ci_high"])  # not a zero-width "95% CI"
+  for reps in (0, -1, 2.0):
+    with pytest.raises(InputError, match=rf"iqm_with_ci: reps={reps!r}; must be an int >= 1"):
+      iqm_with_ci({"a": np.zeros((3, 2))}, reps=reps)

@@ -56,6 +56,20 @@ def _pong() -> Any:
 
 
 CASES: list[Case] = [
+    ("atari task", "a million evaluation games", _task(**{"dqn.eval_episodes": 10**6}),
+     "dqn.eval_episodes=1000000; must be an int in [0, 1000]"),
+    ("atari task", "zero epsilon without noisy nets", _task(**{"dqn.epsilon_schedule": "zero"}),
+     "dqn.epsilon_schedule='zero' with network.noisy=False: the agent would never explore"),
+    ("atari task", "horizon that every truncated episode cuts",
+     _task(**{"dqn.update_horizon": 25, "env.time_limit_is_terminal": False}),
+     "dqn.update_horizon=25 with env.max_episode_steps=25 and env.time_limit_is_terminal=False"),
+    ("atari task", "prioritised replay smaller than a batch",
+     _task(**{"dqn.replay_scheme": "prioritized", "dqn.replay_capacity": 20, "dqn.min_replay_history": 8}),
+     "batch_size=32 is larger than the prioritised replay's 12 1-step transitions (dqn.replay_capacity=20"),
+    ("atari task", "huber loss under C51", _task(**{"network.num_atoms": 51, "dqn.loss": "huber"}),
+     "dqn.loss='huber' has no effect under C51"),
+    ("atari task", "a C51 support no clipped reward fits in", _task(**{"network.num_atoms": 51, "dqn.vmax": 1e-6}),
+     "dqn.vmax=1e-06 with dqn.clip_rewards=True"),
     ("atari task", "unknown game", _task(**{"env.name": "Zork"}),
      "unknown Atari game 'Zork' (env.name); envpool has"),
     ("atari task", "MinAtar-style lower-case name", _task(**{"env.name": "space_invaders"}),

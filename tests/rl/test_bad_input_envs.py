@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from jaxlab.rl import dqn  # noqa: E402
-from jaxlab.rl.envs import make_env  # noqa: E402
+from jaxlab.rl.envs import ENVS, make_env  # noqa: E402
 from jaxlab.rl.replay import TimeStep, make_replay  # noqa: E402
 from tests.bad_input import assert_one_clear_line  # noqa: E402
 
@@ -56,7 +56,61 @@ def _add(steps: TimeStep) -> Callable[[], Any]:
   return run
 
 
+class _Own:
+  """Your own environments, each breaking gymnax's contract in one way (built lazily: gymnax imports here)."""
+
+  @staticmethod
+  def make(breach: str) -> Any:
+    from flax import struct
+    from gymnax.environments import environment, spaces
+
+    @struct.dataclass
+    class State(environment.EnvState):
+      coin: jax.Array
+
+    class Env(environment.Environment):
+      @property
+      def default_params(self):
+        return environment.EnvParams(max_steps_in_episode=5)
+
+      def step_env(self, key, state, action, params):
+        obs = jnp.zeros([3] if breach == "obs_shape" else [1], bool)
+        reward = jnp.ones(2) if breach == "reward_shape" else jnp.float32(1.0)
+        out = (obs, State(time=state.time + 1, coin=jnp.bool_(True)), reward, False, {})
+        return out[:4] if breach == "four_values" else out
+
+      def reset_env(self, key, params):
+        return jnp.zeros([1], bool), State(time=0, coin=jnp.bool_(False))
+
+      def action_space(self, params=None):
+        return spaces.Discrete(0 if breach == "no_actions" else 2)
+    return Env
+
+
+def _own(breach: str) -> Callable[[], Any]:
+  """make_env of an own environment registered for the call only (the registry's name list stays as it was)."""
+  def run():
+    name = f"_sweep_own_{breach}"
+    ENVS.register(name)(_Own.make(breach))
+    try:
+      return make_env(name, where=" (env.name)")
+    finally:
+      del ENVS._entries[name]
+  return run
+
+
 CASES: list[Case] = [
+    # --- your own environment, checked where make_env first uses it; gymnax ids that need the network --
+    ("own env", "reward of shape (2,)", _own("reward_shape"),
+     "environment '_sweep_own_reward_shape' (env.name): step_env's reward has shape (2,); must be a scalar"),
+    ("own env", "step_env returning 4 values", _own("four_values"),
+     "environment '_sweep_own_four_values' (env.name): step_env returned 4 values; a gymnax step_env returns 5"),
+    ("own env", "step observations of another shape than reset's", _own("obs_shape"),
+     "step_env's observations are bool[3] but reset_env's are bool[1]; they must be the same"),
+    ("own env", "Discrete(0) actions", _own("no_actions"),
+     "environment '_sweep_own_no_actions' (env.name) has a Discrete(0) action space; DQN needs at least 1 action"),
+    ("env", "a gymnax environment that downloads its data", lambda: make_env("MNISTBandit-bsuite", where=" (env.name)"),
+     "environment 'MNISTBandit-bsuite' (env.name) downloads MNIST from the internet when gymnax builds it"),
     # --- make_env / reset --------------------------------------------------------------------------
     ("env", "name not a string", lambda: make_env(["breakout"]), "unknown MinAtar environment ['breakout']; valid:"),
     ("env", "sticky prob a string", lambda: make_env("breakout", sticky_action_prob="0.1"),
