@@ -13,8 +13,8 @@ source tree ~10 MiB of it).
 ``install`` puts each wheel whose distribution this interpreter does not have (any version) into
 ``--target`` (default ``<tmp>/jaxlab-device-site-<interpreter>``) with ``pip install --no-index
 --no-deps``: nothing the machine has is reinstalled, upgraded or shadowed, so its jax, flax and
-optax stay as they are, and no resolver runs (gymnax's ``jax<0.12`` is not enforced, as
-``jaxlab.registry.NO_DEPS`` says).
+optax stay as they are, and no resolver runs (gymnax's ``jax<0.12`` is not enforced: gymnax 1.0.1
+steps the MinAtar games the same on jax 0.12, BUILD_NOTES.md).
 The caller puts the target on ``sys.path`` / ``PYTHONPATH`` (``accelerator.py`` does).
 """
 

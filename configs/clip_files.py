@@ -67,7 +67,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   })
   # Image tower: strided 3x3 convolutions of these widths (embeddings always get an MLP).
   c.model = ml_collections.ConfigDict({"hidden": 256, "embed_dim": 64, "conv_channels": (32, 64, 128)})
-  c.loss = ml_collections.ConfigDict({"name": "entropic_ot", "num_iterations": 5})
+  # chunk_size: visit the B x B coupling this many rows at a time (jaxlab.ot_clip.get_loss); None: whole.
+  c.loss = ml_collections.ConfigDict({"name": "entropic_ot", "num_iterations": 5,
+                                      "chunk_size": ml_collections.config_dict.placeholder(int)})
   c.eval = ml_collections.ConfigDict({
       "templates": ("{}",),  # zero-shot prompts, e.g. "a photo of a {}"; "{}" is the class name
       "epsilon": 0.05,    # OT inference temperature

@@ -28,7 +28,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.task = "digits_two_tower"
   c.data = ml_collections.ConfigDict({"test_fraction": 0.2, "split_seed": 0})
   c.model = ml_collections.ConfigDict({"hidden": 128, "embed_dim": 32})
-  c.loss = ml_collections.ConfigDict({"name": "entropic_ot", "num_iterations": 5})
+  # chunk_size: visit the B x B coupling this many rows at a time (jaxlab.ot_clip.get_loss); None: whole.
+  c.loss = ml_collections.ConfigDict({"name": "entropic_ot", "num_iterations": 5,
+                                      "chunk_size": ml_collections.config_dict.placeholder(int)})
   c.eval_epsilon = 0.05  # OT inference temperature
   c.optimizer = ml_collections.ConfigDict({"name": "momo_adam", "learning_rate": 3e-3,
                                            "schedule": "constant"})

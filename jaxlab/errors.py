@@ -38,6 +38,22 @@ def check(condition: bool, message: str) -> None:
     raise InputError(message)
 
 
+class MissingExtraError(InputError, ModuleNotFoundError):
+  """An optional package is not installed: the message names it and the extra that installs it.
+
+  Also a ``ModuleNotFoundError`` (so an ``ImportError``): ``try: import jaxlab.rl.replay`` /
+  ``except ImportError`` keeps working, and ``name`` is the missing package, as Python sets it.
+  Raised by :func:`jaxlab.registry.optional_imports`; the command line prints it as one line.
+  """
+
+  def __init__(self, message: str, name: str | None = None):
+    super().__init__(message)
+    self.name = name
+
+  def __reduce__(self):  # pickles with its package name (ImportError's own reduce drops the class's signature)
+    return type(self), (str(self), self.name)
+
+
 class CheckpointError(RuntimeError):
   """A checkpoint could not be written or read (disk full, permissions, truncated files).
 

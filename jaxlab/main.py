@@ -10,6 +10,13 @@ Several processes (hosts) run the same command, each with its own process id:
   ``--process_id=0..N-1``, or the environment variables ``JAX_COORDINATOR_ADDRESS``,
   ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID`` where the flag is not given. Any of the three (flag or
   variable) implies ``--distributed``; a bad value is one line (``jaxlab.distributed.distributed_args``).
+
+A process that waits for the others (to join, to agree on the run, to save together after SIGTERM)
+says so within seconds and gives up with one line after ``--peer_timeout_s`` seconds (default: the
+``JAXLAB_PEER_TIMEOUT_S`` environment variable, else 300). Before the first step the processes check
+that they all start the same run (``jaxlab.experiment.agreement``). A collective whose peer is gone
+ends the process with one line (status 1); any other error of a joined process keeps its traceback
+and ends the process too, without JAX's shutdown, which would wait for the others.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import traceback
 from typing import Sequence
 
 if __name__ == "__main__":  # the CLI, not an import: before JAX starts, a Ctrl-C only sets a flag
@@ -72,6 +80,9 @@ _NUM_PROCESSES = flags.DEFINE_string("num_processes", None,
 _PROCESS_ID = flags.DEFINE_string("process_id", None,
                                   "This process's id in [0, num_processes) (default: $JAX_PROCESS_ID); "
                                   "implies --distributed.")
+_PEER_TIMEOUT = flags.DEFINE_string("peer_timeout_s", None,
+                                    "Seconds a process waits for the other processes (to join, to agree on the run, "
+                                    "to save after SIGTERM) before it gives up (default: $JAXLAB_PEER_TIMEOUT_S, else 300).")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -135,6 +146,10 @@ def parse_flags(argv: Sequence[str]) -> list[str]:
 
 def _fail(message: str) -> None:
   sys.stderr.write(f"jaxlab: error: {message}\n")
+  if "jax" in sys.modules:
+    from jaxlab import peers
+    if peers.client() is not None:  # JAX's shutdown would wait for peers that may be gone: leave now
+      peers.leave(2)
   sys.exit(2)
 
 
@@ -175,9 +190,30 @@ def main(argv: Sequence[str]) -> None:
     sys.stderr.write(f"\njaxlab: stopped by Ctrl-C without saving; {_WORKDIR.value} keeps its last checkpoint "
                      "(rerun to resume from it)\n")
     sys.exit(130)
+  except Exception as e:  # noqa: BLE001 - only a job of several processes is handled here
+    _end_if_joined(e)
+    raise
   import jax
   if jax.process_index() == 0:
     print(f"\n{summary_table(summaries)}\n\nmetrics.jsonl, TensorBoard files and checkpoints are under {_WORKDIR.value}")
+
+
+def _end_if_joined(error: Exception) -> None:
+  """In a job of several processes, an error ends this process now: JAX's shutdown would wait for the
+  others, which may be gone. A collective whose peer is gone is one line (status 1); anything else
+  keeps its traceback."""
+  if "jax" not in sys.modules:
+    return
+  from jaxlab import peers
+  if peers.client() is None:
+    return
+  reason = peers.lost_peer(error)
+  if reason is not None:
+    sys.stderr.write(f"jaxlab: error: {peers.who()}: another process is gone ({reason}); {_WORKDIR.value} keeps "
+                     "its last checkpoint: restart every process to resume\n")
+  else:
+    traceback.print_exc()
+  peers.leave(1)
 
 
 def _run(created: bool) -> dict[str, dict]:
@@ -193,9 +229,11 @@ def _run(created: bool) -> dict[str, dict]:
   raise_if_pending()
   try:  # before any workdir exists: a refused launch leaves nothing behind
     processes = distributed_args(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
-                                 distributed=_DISTRIBUTED.value)
+                                 distributed=_DISTRIBUTED.value, peer_timeout_s=_PEER_TIMEOUT.value)
     if processes is not None:
       initialize(processes)
+      from jaxlab import peers
+      peers.watch_preemption(_WORKDIR.value)  # a SIGTERM's give-up line names the workdir
   except InputError as e:
     _fail(str(e))
   if processes is not None:  # every process finds the same things: process 0 says them, once

@@ -2,21 +2,24 @@
 
 Entries are registered with a decorator, or lazily as ``"module:attribute"`` strings that are
 imported on first ``get`` (as big_vision does), so that a registry can name constructors whose
-modules need optional extras without importing them up front.
+modules need optional extras without importing them up front. :func:`optional_imports` is how
+jaxlab imports an optional package anywhere: a missing one is one line naming its extra.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from jaxlab.errors import InputError, UnknownNameError
+from jaxlab.errors import InputError, MissingExtraError, UnknownNameError
 
 #: What a registry maps names to: a constructor (any callable).
 T = TypeVar("T", bound=Callable[..., Any])
 
 #: The optional extra (``pip install 'jaxlab[<extra>]'``, setup.cfg's ``extras_require``) that
-#: installs each top-level module an entry may import: a missing one is named in one line.
+#: installs each top-level module jaxlab imports optionally (inside :func:`optional_imports`): a
+#: missing one is named in one line.
 EXTRAS: dict[str, str] = {
     "sklearn": "data",
     "gymnax": "rl", "flashbax": "rl", "rliable": "rl", "six": "rl", "pandas": "rl",
@@ -26,14 +29,8 @@ EXTRAS: dict[str, str] = {
     "matplotlib": "notebooks",
 }
 
-#: Packages an extra needs but cannot name, installed after it with ``pip install --no-deps``
-#: (pip extras cannot say "no deps"); the extra names their other dependencies (setup.cfg). gymnax
-#: 1.0.1 declares ``jax<0.12``, which would pull jax back to 0.11.2; its MinAtar games step the same
-#: on jax 0.12. 1.0.1 is the first release with Seaquest and with Space Invaders as MinAtar starts it.
-NO_DEPS: dict[str, str] = {"gymnax": "gymnax>=1.0.1"}
 
-
-def missing_extra_error(error: ModuleNotFoundError, what: str) -> InputError | None:
+def missing_extra_error(error: ModuleNotFoundError, what: str) -> MissingExtraError | None:
   """``error`` (a failed import) as one line naming the extra to install, if an extra installs it.
 
   Args:
@@ -41,18 +38,56 @@ def missing_extra_error(error: ModuleNotFoundError, what: str) -> InputError | N
     what: what needed the module, for the message (e.g. ``"task 'dqn_minatar'"``).
 
   Returns:
-    An ``InputError`` saying ``pip install 'jaxlab[<extra>]'`` (and, for a ``NO_DEPS`` package,
-    the ``pip install --no-deps`` line that follows it), or None when the missing module is no
-    extra's (a bug, or a broken install: the caller re-raises ``error``).
+    A :class:`~jaxlab.errors.MissingExtraError` saying ``pip install 'jaxlab[<extra>]'``, or None
+    when the missing module is no extra's (a bug, or a broken install: the caller re-raises ``error``).
   """
   module = (error.name or "").split(".")[0]
   extra = EXTRAS.get(module)
   if extra is None:
     return None
-  install = f"pip install 'jaxlab[{extra}]'"
-  if module in NO_DEPS:
-    install += f" && pip install --no-deps '{NO_DEPS[module]}'"
-  return InputError(f"{what} needs the optional package {module!r}, which is not installed: {install}")
+  return MissingExtraError(f"{what} needs the optional package {module!r}, which is not installed: "
+                           f"pip install 'jaxlab[{extra}]'", name=module)
+
+
+@contextlib.contextmanager
+def optional_imports(what: str) -> Iterator[None]:
+  """Imports of optional packages: a missing one (a module of :data:`EXTRAS`) raises one line naming its extra.
+
+  Every import of an optional package in jaxlab runs inside this block, so each door (a module
+  import, a function, a registry entry, a command-line task) says the same thing. Nested blocks:
+  the outermost names what the user called. A missing module that no extra installs, and any other
+  ``ImportError`` (a broken install), keeps its traceback.
+
+  Args:
+    what: what needs the packages, for the message: a module's ``__name__``, a function
+      (``"jaxlab.rl.make_env"``) or a registry entry (``"task 'dqn_minatar'"``).
+
+  Raises:
+    MissingExtraError: an import inside the block failed because an optional package is not
+      installed (also a ``ModuleNotFoundError``, so ``except ImportError`` catches it).
+
+  Examples:
+    >>> import sys
+    >>> from jaxlab.registry import optional_imports
+    >>> saved = sys.modules.get("h5py")
+    >>> sys.modules["h5py"] = None  # as if h5py were not installed
+    >>> try:
+    ...   with optional_imports("my_reader"):
+    ...     import h5py
+    ... except ImportError as e:
+    ...   print(e)
+    ... finally:
+    ...   if saved is None: del sys.modules["h5py"]
+    ...   else: sys.modules["h5py"] = saved
+    my_reader needs the optional package 'h5py', which is not installed: pip install 'jaxlab[pde]'
+  """
+  try:
+    yield
+  except ModuleNotFoundError as e:
+    error = missing_extra_error(e, what)
+    if error is None:
+      raise
+    raise error from None
 
 
 class Registry(Generic[T]):
@@ -102,7 +137,7 @@ class Registry(Generic[T]):
 
     Raises:
       UnknownNameError: no such name (the valid ones are listed).
-      InputError: a lazy entry's module needs an optional extra that is not installed (the
+      MissingExtraError: a lazy entry's module needs an optional extra that is not installed (the
         ``pip install 'jaxlab[<extra>]'`` to run is named; see :data:`EXTRAS`).
     """
     try:
@@ -112,13 +147,8 @@ class Registry(Generic[T]):
           f"unknown {self.kind} {name!r}; valid names: {', '.join(sorted(self._entries))}") from None
     if isinstance(entry, str):
       module, _, attr = entry.partition(":")
-      try:
+      with optional_imports(f"{self.kind} {name!r}"):
         loaded = importlib.import_module(module)
-      except ModuleNotFoundError as e:  # an optional extra not installed: one line naming it
-        error = missing_extra_error(e, f"{self.kind} {name!r}")
-        if error is None:
-          raise
-        raise error from None
       entry = getattr(loaded, attr)
       self._entries[name] = entry
     return entry

@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from jaxlab.errors import InputError, check, check_int
+from jaxlab.registry import optional_imports
 from jaxlab.train import workdir as workdir_lib
 from jaxlab.train.checkpoint import BOOKKEEPING_KEYS
 
@@ -242,7 +243,8 @@ def iqm_ci(scores: np.ndarray, reps: int = BOOTSTRAP_REPS, seed: int = 0) -> tup
     ``(iqm, ci_low, ci_high)``; the interval is NaN over a single run (resampling one run gives it
     back every time: a zero-width interval that is no confidence interval).
   """
-  from rliable import library, metrics  # noqa: PLC0415 - the rl extra
+  with optional_imports(f"{__name__}.iqm_ci"):
+    from rliable import library, metrics  # noqa: PLC0415 - the rl extra
   check_int(reps, "iqm_ci: reps", 1, "bootstrap replicates")
   scores = np.asarray(scores, np.float64)
   check(scores.ndim == 2 and scores.size > 0, f"iqm_ci: scores has shape {scores.shape}; must be [runs, tasks], non-empty")
@@ -419,9 +421,10 @@ def to_markdown(report: dict[str, Any]) -> str:
 
 def plot_curves(workdirs: Sequence[Workdir], report: dict[str, Any], path: str) -> None:
   """Learning curves to ``path`` (PNG): per-run lines, per-setting mean and 95% CI band."""
-  import matplotlib  # noqa: PLC0415
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # noqa: PLC0415
+  with optional_imports(f"{__name__}.plot_curves"):
+    import matplotlib  # noqa: PLC0415
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
 
   metrics = report["metrics"]
   cols = min(3, len(metrics))
@@ -516,6 +519,9 @@ def write_report(workdir_paths: Sequence[str], out: str = "report", metrics: Seq
     seen[os.path.realpath(p)] = p
   workdirs = [load_workdir(p) for p in workdir_paths]
   report = build_report(workdirs, check_same_experiment(workdirs, metrics))
+  if plot:  # before anything is written
+    with optional_imports("the report's plot (--no_plot skips it)"):
+      import matplotlib  # noqa: F401, PLC0415
   os.makedirs(out, exist_ok=True)
   files = [os.path.join(out, name) for name in REPORT_FILES[:2]]
   with open(files[0], "w") as f:

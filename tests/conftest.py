@@ -5,7 +5,12 @@ import os
 # Must happen before jax initialises its backends.
 _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in _flags:
-  os.environ["XLA_FLAGS"] = (_flags + " --xla_force_host_platform_device_count=8").strip()
+  _flags += " --xla_force_host_platform_device_count=8"
+# Compiled for compile time, not run time (the flags and why: tests/support/xla.py); a value the
+# user set is kept. The CLI, worker and notebook processes the tests start inherit them.
+from tests.support.xla import with_speed_flags  # noqa: E402
+
+os.environ["XLA_FLAGS"] = with_speed_flags(_flags)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 # One persistent compilation cache for the test processes of a run (the xdist workers inherit it
@@ -32,13 +37,22 @@ add_cpu_collective_timeouts()
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
+from tests.support.cli import Cli  # noqa: E402
+
 
 @pytest.fixture
 def rng() -> jax.Array:
   return jax.random.key(0)
 
 
-if os.environ.get("JAXLAB_TOLERANCE_LOG"):  # the tolerance audit (tests/tolerance_log.py)
-  from tests.tolerance_log import install  # noqa: E402
+@pytest.fixture(scope="session")
+def cli():
+  """Runs jaxlab's commands as a user runs them (``tests/support/cli.py``): every test that starts
+  ``python -m jaxlab.main``, a guide's shell block or a worker script uses it."""
+  return Cli()
+
+
+if os.environ.get("JAXLAB_TOLERANCE_LOG"):  # the tolerance audit (tests/support/tolerance_log.py)
+  from tests.support.tolerance_log import install  # noqa: E402
 
   install(os.environ["JAXLAB_TOLERANCE_LOG"])

@@ -8,11 +8,9 @@ touched. Without the contract line the layer drawing puts it on no floor.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 import shutil
-import subprocess
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -118,7 +116,7 @@ def test_the_guide_lists_four_files():
   assert _listed_files() == ["jaxlab/toy/__init__.py", "jaxlab/tasks/toy.py", "setup.cfg", "docs/methods/toy.md"]
 
 
-def test_a_toy_method_needs_only_the_listed_files(tmp_path):
+def test_a_toy_method_needs_only_the_listed_files(tmp_path, cli):
   copy = tmp_path / "repo"
   shutil.copytree(REPO / "jaxlab", copy / "jaxlab", ignore=shutil.ignore_patterns("__pycache__"))
   shutil.copy(REPO / "setup.cfg", copy / "setup.cfg")
@@ -128,9 +126,8 @@ def test_a_toy_method_needs_only_the_listed_files(tmp_path):
                    and (not (REPO / p.relative_to(copy)).is_file()
                         or (REPO / p.relative_to(copy)).read_bytes() != p.read_bytes()))
   assert touched == sorted(_listed_files())  # new or changed: exactly the guide's files
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"PYTHONPATH": str(copy)}
-  out = subprocess.run([sys.executable, "-c", CHECK_THE_COPY, str(copy), str(REPO / "scripts")], cwd=copy, env=env,
-                       capture_output=True, text=True, timeout=300)
+  out = cli.run([sys.executable, "-c", CHECK_THE_COPY, str(copy), str(REPO / "scripts")], cwd=copy,
+                env={"PYTHONPATH": str(copy)})
   assert out.returncode == 0, out.stderr[-3000:]
   lines = out.stdout.splitlines()
   assert "LINT 0" in lines, out.stdout

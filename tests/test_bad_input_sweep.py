@@ -44,7 +44,7 @@ from jaxlab.train.mesh import resolve_mesh_shape  # noqa: E402
 from jaxlab.experiment import train  # noqa: E402
 from jaxlab.train.loop import ensure_writable  # noqa: E402
 from jaxlab.experiment.validate import validate_trainer_config  # noqa: E402
-from tests.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]  # (area, what, call, fragment the message must hold)
 
@@ -336,8 +336,7 @@ CASES: list[Case] = [
     ("registry", "a different object under a taken name", _register_twice, "'a' is already registered"),
     ("registry", "malformed lazy target", lambda: TASKS.register_lazy("x", "no_colon"), "must be 'module:attribute'"),
     ("registry", "lazy entry needing a missing extra (rl)", _lazy_entry_needing("gymnax"),
-     "task 'needs_extra' needs the optional package 'gymnax', which is not installed: pip install 'jaxlab[rl]' "
-     "&& pip install --no-deps 'gymnax>=1.0.1'"),
+     "task 'needs_extra' needs the optional package 'gymnax', which is not installed: pip install 'jaxlab[rl]'"),
     ("registry", "lazy entry needing a missing extra (pde)", _lazy_entry_needing("exponax"), "pip install 'jaxlab[pde]'"),
     # --- no-ops: settings that would train nothing ----------------------------------------------
     ("optimizer", "freeze every parameter", lambda: optimizer_from_config(ml_collections.ConfigDict(
@@ -386,7 +385,7 @@ def test_bad_input_is_one_clear_line(area, what, call, fragment):
 def test_extras_named_are_those_setup_cfg_installs():
   import configparser
   import re
-  from jaxlab.registry import EXTRAS, NO_DEPS
+  from jaxlab.registry import EXTRAS
   cfg = configparser.ConfigParser()
   cfg.read(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "setup.cfg"))
   module_of = {"scikit-learn": "sklearn", "pillow": "PIL", "ale-py": "ale_py"}  # distribution -> import name, where they differ
@@ -394,8 +393,7 @@ def test_extras_named_are_those_setup_cfg_installs():
   for module, extra in EXTRAS.items():
     requirements = [line.split("#")[0].strip() for line in extras[extra].splitlines()]
     names = {module_of.get(d, d) for d in (re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0] for r in requirements if r)}
-    # a NO_DEPS package is installed by the line after the extra, which must not name it (its jax cap)
-    assert (module not in names) if module in NO_DEPS else (module in names), (module, extra, names)
+    assert module in names, (module, extra, names)
 
 
 def test_a_missing_extra_is_one_line_and_leaves_no_workdir(tmp_path, monkeypatch):
@@ -403,7 +401,7 @@ def test_a_missing_extra_is_one_line_and_leaves_no_workdir(tmp_path, monkeypatch
   with _not_installed("gymnax") as module:
     monkeypatch.setitem(TASKS._entries, "_sweep_needs_rl", f"{module}:task")  # removed again after the test
     with pytest.raises(InputError, match=r"task '_sweep_needs_rl' needs the optional package 'gymnax', which is "
-                                         r"not installed: pip install 'jaxlab\[rl\]' && pip install --no-deps 'gymnax>=1.0.1'$"):
+                                         r"not installed: pip install 'jaxlab\[rl\]'$"):
       train(_cfg(task="_sweep_needs_rl"), str(workdir), progress=False, devices=jax.devices()[:1])
   assert not workdir.exists()  # refused before the workdir was made
   with pytest.raises(ModuleNotFoundError):  # a module that is no extra's: a bug, its traceback kept

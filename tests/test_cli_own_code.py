@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -15,14 +13,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join("configs", "examples", "robust_regression.py")
 
 
-def _cli(*args, cwd=REPO):
-  env = {**os.environ, "PYTHONPATH": REPO, "XLA_FLAGS": ""}  # the machine's devices, as a user runs it
-  return subprocess.run([sys.executable, "-m", "jaxlab.main", *args], cwd=cwd, env=env,
-                        capture_output=True, text=True, timeout=300)
-
-
-def test_the_example_config_registers_its_task_and_optimizer_and_trains(tmp_path):
-  p = _cli(f"--config={EXAMPLE}:tiny", f"--workdir={tmp_path}", "--config.optimizer.momentum=0.8")
+def test_the_example_config_registers_its_task_and_optimizer_and_trains(cli, tmp_path):
+  p = cli.main(f"--config={EXAMPLE}:tiny", f"--workdir={tmp_path}", "--config.optimizer.momentum=0.8")
   assert p.returncode == 0, p.stderr
   assert "Huber regression" in p.stdout and "sign_momentum" in p.stdout and "weight_error" in p.stdout
   rows = [json.loads(l) for l in open(tmp_path / "metrics.jsonl")]
@@ -34,7 +26,7 @@ def test_the_tasks_guide_shows_the_example_file_as_shipped():
   assert f"```python\n{open(os.path.join(REPO, EXAMPLE)).read()}```" in text
 
 
-def test_a_config_registering_a_built_in_name_is_one_line(tmp_path):
+def test_a_config_registering_a_built_in_name_is_one_line(cli, tmp_path):
   path = tmp_path / "taken.py"
   path.write_text(textwrap.dedent("""
       import optax
@@ -47,7 +39,7 @@ def test_a_config_registering_a_built_in_name_is_one_line(tmp_path):
       def get_config(arg=None):
         raise AssertionError("not reached")
   """))
-  p = _cli(f"--config={path}", f"--workdir={tmp_path / 'run'}")
+  p = cli.main(f"--config={path}", f"--workdir={tmp_path / 'run'}")
   assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
   assert p.stderr.strip().splitlines() == [
       "jaxlab: error: config taken.py: optimizer 'sgd' is already registered (to optax._src.alias:sgd); "

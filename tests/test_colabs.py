@@ -134,18 +134,24 @@ def _fake_site(root, present):
   (root / f"jax-{FAKE_JAX}.dist-info").mkdir()
   (root / f"jax-{FAKE_JAX}.dist-info" / "METADATA").write_text(
       f"Metadata-Version: 2.1\nName: jax\nVersion: {FAKE_JAX}\n")
+  # FAKE_PIP_CAP set: pip refuses the extras beside a jax pin, as when one of them caps jax below the runtime's
   (root / "pip" / "__main__.py").write_text(
-      "import json, os, sys\nopen(os.environ['FAKE_PIP_LOG'], 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n")
+      "import json, os, sys\nopen(os.environ['FAKE_PIP_LOG'], 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+      "if os.environ.get('FAKE_PIP_CAP') and any('[' in a for a in sys.argv) and any('jax==' in a for a in sys.argv):\n"
+      "  sys.exit('ERROR: ResolutionImpossible: gymnax 1.0.1 depends on jax<0.12')\n")
 
 
-def _run_install_cell(tmp_path, present, source=None, name="quickstart", modules=QUICKSTART_MODULES):
+def _run_install_cell(tmp_path, present, source=None, name="quickstart", modules=QUICKSTART_MODULES, capped=False):
   """name's install cell with only present importable: (exit code, stdout, stderr, pip's
-  arguments: those of its one call, a list of calls when there were more, None when not called)."""
+  arguments: those of its one call, a list of calls when there were more, None when not called).
+  ``capped``: pip refuses the extras beside the runtime's jax pin."""
   cell = _install_cell(name)
   assert _modules_of(cell) == modules
   _fake_site(tmp_path / "site", present)
   log = tmp_path / "pip_args.json"
   env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tmp_path / "site"), "FAKE_PIP_LOG": str(log)}
+  if capped:
+    env["FAKE_PIP_CAP"] = "1"
   if source is not None:
     env["JAXLAB_SOURCE"] = source
   done = subprocess.run([sys.executable, "-S", "-c", cell], cwd=tmp_path, env=env, capture_output=True,
@@ -183,22 +189,27 @@ def test_install_cell_without_a_source_stops_in_one_line_before_pip(tmp_path, pr
   assert '"git+https://github.com/<you>/jaxlab"' in err and "pip install 'jaxlab[data,notebooks]'" in err
 
 
-def test_install_cell_of_an_rl_notebook_installs_gymnax_without_its_dependencies_after_jaxlab(tmp_path):
-  """The rl extra does not name gymnax (gymnax 1.0.1 declares jax<0.12): the cell installs it next
-  with --no-deps, so the runtime's jax stays; the requirement is jaxlab.registry.NO_DEPS's."""
-  from jaxlab.registry import NO_DEPS
+@pytest.mark.parametrize("capped", [False, True])
+def test_install_cell_of_an_rl_notebook_keeps_the_runtimes_jax_even_past_a_cap(tmp_path, capped):
+  """The rl extra names gymnax, whose 1.0.1 declares jax<0.12: beside a runtime's newer jax pip refuses
+  the pinned install, and the cell installs the extras with the jax they allow, then the runtime's again."""
   spec = "jaxlab[rl,notebooks] @ git+https://h/me/jaxlab"
   code, out, err, pip_calls = _run_install_cell(tmp_path, ["jaxlab", "matplotlib", "flashbax"],
                                                 source="git+https://h/me/jaxlab", name="soft_moe_rl",
-                                                modules=["jaxlab", "matplotlib", "gymnax", "flashbax"])
+                                                modules=["jaxlab", "matplotlib", "gymnax", "flashbax"], capped=capped)
   assert code == 0, err
-  assert pip_calls == [["install", "-q", spec, f"jax=={FAKE_JAX}"],
-                       ["install", "-q", "--no-deps", NO_DEPS["gymnax"]]]
-  assert out.splitlines()[1] == f"jaxlab install: pip install --no-deps {NO_DEPS['gymnax']}"
+  pinned = ["install", "-q", spec, f"jax=={FAKE_JAX}"]
+  if not capped:
+    assert pip_calls == pinned
+    return
+  assert pip_calls == [pinned, ["install", "-q", spec], ["install", "-q", f"jax=={FAKE_JAX}"]]
+  assert out.splitlines()[1] == (f"jaxlab install: pip cannot keep jax=={FAKE_JAX} with these extras (one caps jax, as "
+                                 f"gymnax 1.0.1 declares jax<0.12); pip install {spec}, then pip install "
+                                 f"jax=={FAKE_JAX} again")
   code, out, err, pip_calls = _run_install_cell(tmp_path / "unset", [], source="", name="soft_moe_rl",
                                                 modules=["jaxlab", "matplotlib", "gymnax", "flashbax"])
   assert (code, pip_calls) == (1, None)
-  assert f"pip install 'jaxlab[rl,notebooks]' && pip install --no-deps '{NO_DEPS['gymnax']}'`" in err
+  assert "`pip install 'jaxlab[rl,notebooks]'` from a package index" in err
 
 
 def test_install_cell_with_a_source_that_is_no_url_and_no_file_stops_in_one_line(tmp_path):

@@ -9,8 +9,6 @@ arrived (the refusal names it) without training anything.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 import ml_collections
@@ -20,7 +18,6 @@ from ml_collections import config_flags
 
 from jaxlab.config_files import available_configs, load_config, resolve_config_path
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: A value of each placeholder's type, to set from a flag.
 VALUES = {float: "0.25", int: "7"}
 
@@ -74,9 +71,7 @@ def test_every_none_default_is_a_typed_placeholder_a_flag_sets(name, key, field,
     ("dqn_atari:tiny", ["--config.dqn.vmin=20"],
      "dqn.vmin=20.0; must be None (= -dqn.vmax) or a finite number below dqn.vmax=10.0"),
 ])
-def test_none_default_keys_are_set_from_the_command_line(tmp_path, config, args, message):
-  env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), JAX_PLATFORMS="cpu")
-  p = subprocess.run([sys.executable, "-m", "jaxlab.main", f"--config={config}", f"--workdir={tmp_path / 'run'}",
-                      *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+def test_none_default_keys_are_set_from_the_command_line(cli, tmp_path, config, args, message):
+  p = cli.main(f"--config={config}", f"--workdir={tmp_path / 'run'}", *args, env={"JAX_PLATFORMS": "cpu"}, timeout=120)
   assert p.returncode == 2, p.stderr[-2000:]
   assert message in p.stderr and "Traceback" not in p.stderr and "not supported for overriding" not in p.stderr

@@ -13,8 +13,6 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from jaxlab.registry import NO_DEPS
-
 SETUP_CFG = pathlib.Path(__file__).resolve().parents[1] / "setup.cfg"
 
 # distribution -> (lowest allowed release, the API of it that jaxlab uses and older releases lack or
@@ -37,14 +35,14 @@ BOUNDS = {
     "numpy": ("1.26", "numpy >= 1.26 is the first release for Python 3.12"),
     # extras
     "scikit-learn": ("1.4", "sklearn.datasets.load_digits (digits tasks)"),
-    "gymnax": ("1.0.1", "installed --no-deps (jaxlab.registry.NO_DEPS). 1.0.1 is the first with Seaquest "
+    "gymnax": ("1.0.1", "1.0.1 is the first with Seaquest "
                         "(0.0.9 raises NotImplementedError) and with Space Invaders as MinAtar starts it (0.0.9: "
                         "7 alien columns, not 6, and the bullet hit checked at the old position); jaxlab.rl.envs "
                         "still reads both step signatures (0.0.x: 5 values, >= 1.0: 6), and tests/rl/test_envs.py "
-                        "passes with 0.0.9; 0.0.8 calls jax.tree_map, gone in jax 0.6"),
-    "gymnasium": ("1.1", "gymnax 1.0.1's own requirement (gymnasium>=1.1,<1.4), carried by the rl extra because "
-                         "gymnax is installed --no-deps; the atari extra's too, for ale-py's vector env "
-                         "(gymnasium.vector.AutoresetMode, ale-py's own 'vector' extra says >=1.1.0)"),
+                         "passes with 0.0.9; 0.0.8 calls jax.tree_map, gone in jax 0.6. The bound also keeps pip "
+                         "from choosing 0.0.9 (which declares no jax cap) beside a jax >= 0.12"),
+    "gymnasium": ("1.1", "the atari extra's, for ale-py's vector env (gymnasium.vector.AutoresetMode, ale-py's own "
+                         "'vector' extra says >=1.1.0); gymnax 1.0.1 asks the same (gymnasium>=1.1,<1.4)"),
     "six": ("1.16", "rliable's missing dependency"),
     "flashbax": ("0.1.2", "flashbax.make_flat_buffer, buffers.trajectory_buffer.TrajectoryBufferState"),
     "rliable": ("1.0.8", "rliable.library / metrics (interquartile mean, stratified bootstrap)"),
@@ -78,8 +76,7 @@ BOUNDS = {
 
 
 def _requirements() -> list[tuple[str, Requirement]]:
-  """``(section, requirement)`` for install_requires, every extra of setup.cfg and the packages
-  installed after an extra with ``--no-deps`` (``jaxlab.registry.NO_DEPS``)."""
+  """``(section, requirement)`` for install_requires and every extra of setup.cfg."""
   cfg = configparser.ConfigParser()
   cfg.read(SETUP_CFG)
   sections = [("install_requires", cfg["options"]["install_requires"])]
@@ -90,7 +87,6 @@ def _requirements() -> list[tuple[str, Requirement]]:
       line = line.split("#")[0].strip()
       if line:
         out.append((where, Requirement(line)))
-  out += [("no_deps", Requirement(line)) for line in NO_DEPS.values()]
   return out
 
 

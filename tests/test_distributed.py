@@ -31,8 +31,8 @@ def test_some_given_leaves_the_rest_to_cluster_detection():
 
 
 @pytest.mark.parametrize("flags,environ,message", [
-    ({"num_processes": "two"}, {}, "--num_processes=two; must be an int >= 1 (the number of processes in the job)"),
-    ({"num_processes": "0"}, {}, "--num_processes=0; must be an int >= 1"),
+    ({"num_processes": "two"}, {}, "--num_processes=two; must be an int in [1, 1048576] (the number of processes in the job)"),
+    ({"num_processes": "0"}, {}, "--num_processes=0; must be an int in [1, 1048576]"),
     ({}, {"JAX_PROCESS_ID": "-1"}, "JAX_PROCESS_ID=-1; must be an int >= 0 (this process's index)"),
     ({"num_processes": "2", "process_id": "2"}, {},
      "--process_id=2; must be an int in [0, 1] (this process's index; --num_processes=2)"),

@@ -1,7 +1,7 @@
 """The standalone components lower for GPU and TPU: ``jax.export`` for ("cuda", "tpu") on this CPU machine.
 
 Each case is one jitted program (forward and gradient together, or an optimizer update) at tiny
-shapes, exported for both platforms in one lowering (tests/export_helpers.py). The train steps of
+shapes, exported for both platforms in one lowering (tests/support/export.py). The train steps of
 the shipped configs and the (data x model x expert) mesh program: tests/train/test_step_export.py.
 """
 
@@ -15,7 +15,7 @@ from jaxlab.moe import init_soft_moe, init_top1_moe, soft_moe, top1_moe
 from jaxlab.optim import momo, momo_adam
 from jaxlab.ot_clip import LOSSES, get_loss
 from jaxlab.pde import FNO2d, make_dpot
-from tests.export_helpers import BARRIER, abstract, export_for, forward_and_grad
+from tests.support.export import BARRIER, abstract, export_for, forward_and_grad
 
 KEY = jax.random.key(0)
 TOKENS = jax.ShapeDtypeStruct((2, 10, 6), jnp.float32)

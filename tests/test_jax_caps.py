@@ -1,12 +1,11 @@
-"""No extra holds jax back: setup.cfg names no package known to cap jax below the newest release tested.
+"""Only the rl extra holds jax back, and only by gymnax's own declared cap.
 
-Measured on Python 3.12 in fresh virtual environments (no network here, so nothing is resolved at
-test time): with gymnax in the rl extra, ``pip install '.[rl]'`` resolved jax 0.11.2 (gymnax 1.0.1
-declares ``jax<0.12``) while jax 0.12.0.1 was out; with the extra as it is now, jax 0.12.0.1, and
-gymnax 1.0.1 follows with ``pip install --no-deps`` (``jaxlab.registry.NO_DEPS``). These tests keep
-it that way: the capping package stays out of every extra, the extra carries the dependencies that
-``--no-deps`` skips, every install path runs the same ``--no-deps`` line, and no installed
-dependency declares a cap below the newest jax tested.
+Measured on Python 3.12 in fresh virtual environments (the install matrix, BUILD_NOTES.md; no network
+here, so nothing is resolved at test time): ``pip install 'jaxlab[rl]'`` resolves jax 0.11.2, the
+newest that gymnax 1.0.1 (``jax<0.12``) allows, and every other extra the newest jax, 0.12.0.1.
+These tests keep it that way: no other section of setup.cfg names a package known to cap jax, no
+installed dependency starts capping it, and the day gymnax lifts its cap the test says so, so the
+docs' note on it goes.
 """
 
 import configparser
@@ -16,15 +15,14 @@ import pathlib
 import pytest
 from packaging.requirements import Requirement
 
-from jaxlab.registry import NO_DEPS
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 #: The newest jax release jaxlab was tested with (make test-latest).
 NEWEST_JAX_TESTED = "0.12.0.1"
 
-#: Distributions whose metadata caps jax below NEWEST_JAX_TESTED (read from their releases).
-JAX_CAPPED = {"gymnax": "gymnax 1.0.1 declares jax<0.12,>=0.6"}
+#: Distributions whose metadata caps jax below NEWEST_JAX_TESTED (read from their releases), and the
+#: one extra allowed to name each: the field's library for it, with no release free of the cap.
+JAX_CAPPED = {"gymnax": ("rl", "gymnax 1.0.1 declares jax<0.12,>=0.6")}
 
 
 def _names(text: str) -> set[str]:
@@ -45,39 +43,32 @@ def _applies(req: Requirement) -> bool:
   return req.marker is None or req.marker.evaluate({"extra": ""})
 
 
-def test_no_extra_names_a_package_that_caps_jax():
+def test_only_the_rl_extra_names_a_package_that_caps_jax():
   for section, names in _setup_cfg().items():
-    capped = names & set(JAX_CAPPED)
-    assert not capped, (f"setup.cfg {section} names {sorted(capped)}: {[JAX_CAPPED[n] for n in capped]}, so "
-                        f"pip would resolve a jax older than {NEWEST_JAX_TESTED}; install it with --no-deps "
-                        "(jaxlab.registry.NO_DEPS)")
-  assert set(NO_DEPS) == set(JAX_CAPPED)
+    capped = {n for n in names & set(JAX_CAPPED) if JAX_CAPPED[n][0] != section}
+    assert not capped, (f"setup.cfg {section} names {sorted(capped)}: {[JAX_CAPPED[n][1] for n in capped]}, so "
+                        f"pip would resolve a jax older than {NEWEST_JAX_TESTED} for it too")
+  for name, (extra, _) in JAX_CAPPED.items():
+    assert name in _setup_cfg()[extra], f"{name} left the {extra} extra: update JAX_CAPPED and the install docs"
 
 
-@pytest.mark.parametrize("dist", sorted(NO_DEPS))
-def test_the_extra_carries_what_no_deps_skips(dist):
-  """Every dependency of the installed release, except jax itself, is named by setup.cfg."""
+@pytest.mark.parametrize("dist", sorted(JAX_CAPPED))
+def test_the_capping_release_still_caps_jax(dist):
+  """When a release lifts the cap, the install docs' note on it (getting started, BUILD_NOTES) is stale."""
   try:
     requires = importlib.metadata.requires(dist) or []
   except importlib.metadata.PackageNotFoundError:
     pytest.skip(f"{dist} is not installed")
-  named = set().union(*_setup_cfg().values())
-  needed = {Requirement(r).name.lower() for r in requires if _applies(Requirement(r))} - {"jax"}
-  assert needed <= named, f"{dist}'s dependencies {sorted(needed - named)} are in no section of setup.cfg"
-
-
-def test_every_install_path_runs_the_same_no_deps_line():
-  requirement = NO_DEPS["gymnax"]
-  makefile = (ROOT / "Makefile").read_text()
-  assert makefile.count(f'--no-deps "{requirement}"') == 2, "make install and make test-latest"
-  assert f'no_deps = ["{requirement}"]' in (ROOT / "colabs" / "src" / "_install.py").read_text()
-  assert f'pip install -c constraints.txt --no-deps "{requirement}"' in (ROOT / "docs" / "getting_started.md").read_text()
+  jax = [Requirement(r) for r in requires if Requirement(r).name.lower() == "jax" and _applies(Requirement(r))]
+  assert jax and not any(r.specifier.contains(NEWEST_JAX_TESTED, prereleases=True) for r in jax), \
+      f"{dist} {importlib.metadata.version(dist)} allows jax {NEWEST_JAX_TESTED} ({[str(r) for r in jax]}): drop it " \
+      "from JAX_CAPPED and the install docs' note on its cap"
 
 
 def test_no_installed_dependency_caps_jax_below_the_newest_tested():
   """Catches a dependency that starts capping jax, in whichever environment runs the suite."""
   capped = []
-  for name in set().union(*_setup_cfg().values()) - set(NO_DEPS):
+  for name in set().union(*_setup_cfg().values()) - set(JAX_CAPPED):
     try:
       requires = importlib.metadata.requires(name) or []
     except importlib.metadata.PackageNotFoundError:
@@ -87,3 +78,10 @@ def test_no_installed_dependency_caps_jax_below_the_newest_tested():
       if req.name.lower() == "jax" and _applies(req) and not req.specifier.contains(NEWEST_JAX_TESTED, prereleases=True):
         capped.append(f"{name} {importlib.metadata.version(name)}: {line}")
   assert not capped, f"these cap jax below {NEWEST_JAX_TESTED}: {capped}"
+
+
+def test_install_lines_install_extras_only():
+  """No install path adds a package after an extra (as ``pip install --no-deps gymnax`` once did): one
+  command per use, and the extra holds what it needs."""
+  for path in ("Makefile", "docs/getting_started.md", "colabs/src/_install.py"):
+    assert "--no-deps" not in (ROOT / path).read_text(), f"{path} installs a package --no-deps"

@@ -10,11 +10,9 @@ from __future__ import annotations
 import configparser
 import contextlib
 import io
-import os
 import pathlib
 import re
 import shutil
-import subprocess
 import sys
 
 from importlinter.cli import lint_imports
@@ -37,18 +35,16 @@ def test_the_contract_is_kept():
   assert "Contracts: 2 kept, 0 broken." in out.getvalue()
 
 
-def test_an_upward_import_and_a_config_in_a_method_package_break_it(tmp_path):
+def test_an_upward_import_and_a_config_in_a_method_package_break_it(tmp_path, cli):
   """A copy of jaxlab with a method importing the trainer, and a method importing ml_collections."""
   shutil.copytree(REPO / "jaxlab", tmp_path / "jaxlab", ignore=shutil.ignore_patterns("__pycache__"))
   for module, line in (("rl/dqn.py", "import jaxlab.train.loop  # upward: a method package imports the loop"),
                        ("moe/experts.py", "import ml_collections  # a config below the config layer")):
     path = tmp_path / "jaxlab" / module
     path.write_text(path.read_text() + f"\n{line}\n")
-  env = {**os.environ, "PYTHONPATH": str(tmp_path)}
   code = ("import sys; from importlinter.cli import lint_imports; "
           f"sys.exit(lint_imports(config_filename={str(SETUP_CFG)!r}, no_cache=True))")
-  out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=120)
+  out = cli.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}, timeout=120)
   assert out.returncode == 1, out.stdout + out.stderr
   assert "Contracts: 0 kept, 2 broken." in out.stdout, out.stdout
   assert "jaxlab.rl.dqn -> jaxlab.train.loop" in out.stdout and "jaxlab.moe.experts -> ml_collections" in out.stdout

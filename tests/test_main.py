@@ -1,25 +1,14 @@
-"""The command line, end to end, in a fresh process (as a user runs it)."""
+"""The command line, end to end, in a fresh process (as a user runs it: the ``cli`` fixture)."""
 
 import json
 import os
-import subprocess
-import sys
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _run(*args, env_devices=None):
-  env = dict(os.environ)
-  env["XLA_FLAGS"] = ""  # the CLI sees the machine's real devices, not the test's 8
-  return subprocess.run([sys.executable, "-m", "jaxlab.main", *args], cwd=REPO, env=env,
-                        capture_output=True, text=True, timeout=300)
-
-
-def test_quickstart_tiny_trains_resumes_and_prints_summary(tmp_path):
+def test_quickstart_tiny_trains_resumes_and_prints_summary(cli, tmp_path):
   workdir = str(tmp_path / "run")
-  p = _run("--config=configs/quickstart.py:tiny", f"--workdir={workdir}", "--stop_after=12")
+  p = cli.main("--config=configs/quickstart.py:tiny", f"--workdir={workdir}", "--stop_after=12")
   assert p.returncode == 0, p.stderr
-  p = _run("--config=configs/quickstart.py:tiny", f"--workdir={workdir}")
+  p = cli.main("--config=configs/quickstart.py:tiny", f"--workdir={workdir}")
   assert p.returncode == 0, p.stderr
   assert "test_accuracy" in p.stdout and "steps_per_sec" in p.stdout
   rows = [json.loads(l) for l in open(os.path.join(workdir, "digits_mlp", "metrics.jsonl"))]
@@ -40,16 +29,17 @@ def test_quickstart_tiny_trains_resumes_and_prints_summary(tmp_path):
   assert [json.loads(l)["step"] for l in open(os.path.join(workdir, "digits_mlp", "metrics.jsonl"))][-1] == 25
 
 
-def test_unknown_config_key_lists_valid_keys(tmp_path):
-  p = _run("--config=configs/quickstart.py:tiny", f"--workdir={tmp_path}", "--config.experiments.digits_mlp.optimizer.lr=3")
+def test_unknown_config_key_lists_valid_keys(cli, tmp_path):
+  p = cli.main("--config=configs/quickstart.py:tiny", f"--workdir={tmp_path}",
+               "--config.experiments.digits_mlp.optimizer.lr=3")
   assert p.returncode != 0
   assert "unknown config key(s) ['experiments.digits_mlp.optimizer.lr']" in p.stderr
   assert "experiments.digits_mlp.optimizer.learning_rate" in p.stderr
 
 
-def test_bad_mesh_is_one_clear_line(tmp_path):
-  p = _run("--config=configs/quickstart.py:tiny", f"--workdir={tmp_path}",
-           "--config.experiments.digits_mlp.mesh=((\"data\", 3), (\"model\", 1))")
+def test_bad_mesh_is_one_clear_line(cli, tmp_path):
+  p = cli.main("--config=configs/quickstart.py:tiny", f"--workdir={tmp_path}",
+               "--config.experiments.digits_mlp.mesh=((\"data\", 3), (\"model\", 1))")
   assert p.returncode == 2
   assert "needs a multiple of 3 devices" in p.stderr and "Traceback" not in p.stderr
 
@@ -70,31 +60,30 @@ import pytest  # noqa: E402
     (["--config=digits_mlp:tiny", "--stop_after=-1"],
      "--stop_after=-1 (stop_after) would train nothing; allowed: a step >= 1 to stop after, or no --stop_after"),
 ])
-def test_bad_input_on_the_command_line_is_one_line(tmp_path, args, message):
-  p = _run(*args, f"--workdir={tmp_path / 'new'}")
+def test_bad_input_on_the_command_line_is_one_line(cli, tmp_path, args, message):
+  p = cli.main(*args, f"--workdir={tmp_path / 'new'}")
   assert p.returncode == 2, p.stderr
   assert message in p.stderr and "Traceback" not in p.stderr
   assert len([l for l in p.stderr.splitlines() if l.startswith("jaxlab: error:")]) == 1
   assert not (tmp_path / "new").exists()  # a refused command leaves no workdir behind
 
 
-def test_config_by_name_from_another_directory(tmp_path):
-  env = dict(os.environ, XLA_FLAGS="")
-  p = subprocess.run([sys.executable, "-m", "jaxlab.main", "--config=digits_mlp:tiny", f"--workdir={tmp_path}",
-                      "--config.num_steps=4", "--config.log_every=2"], cwd=str(tmp_path), env=env,
-                     capture_output=True, text=True, timeout=300)
+def test_config_by_name_from_another_directory(cli, tmp_path):
+  # jaxlab as installed: no checkout put on PYTHONPATH for it (the caller's own PYTHONPATH kept)
+  p = cli.main("--config=digits_mlp:tiny", f"--workdir={tmp_path}", "--config.num_steps=4", "--config.log_every=2",
+               cwd=tmp_path, env={"PYTHONPATH": os.environ.get("PYTHONPATH")})
   assert p.returncode == 0, p.stderr
   assert "final_loss" in p.stdout
 
 
-def test_fine_tuning_from_the_command_line(tmp_path):
-  from tests.tolerances import ops_rtol
+def test_fine_tuning_from_the_command_line(cli, tmp_path):
+  from tests.support.tolerances import ops_rtol
   example = os.path.join("configs", "examples", "robust_regression.py")  # params: w (3,), b ()
   pre, tuned = str(tmp_path / "pre"), str(tmp_path / "tuned")
-  p = _run(f"--config={example}:tiny", f"--workdir={pre}")
+  p = cli.main(f"--config={example}:tiny", f"--workdir={pre}")
   assert p.returncode == 0, p.stderr
-  p = _run(f"--config={example}:tiny", f"--workdir={tuned}", f"--config.init_from.workdir={pre}",
-           "--config.init_from.reinit=^b$", "--config.optimizer.freeze=^w$")
+  p = cli.main(f"--config={example}:tiny", f"--workdir={tuned}", f"--config.init_from.workdir={pre}",
+               "--config.init_from.reinit=^b$", "--config.optimizer.freeze=^w$")
   assert p.returncode == 0, p.stderr
   assert (f"jaxlab: fine-tuning from {pre} (step 20): 1 param leaves loaded, 1 re-initialised (init_from.reinit), "
           "1 frozen (optimizer.freeze)") in p.stderr
@@ -104,8 +93,8 @@ def test_fine_tuning_from_the_command_line(tmp_path):
   # w loaded and frozen: ||w - w_true|| is the pre-trained one (3 subtractions, squares, adds, a sqrt).
   assert abs(error_tuned - error_pre) <= ops_rtol(10) * error_pre
 
-  bad = _run(f"--config={example}:tiny", f"--workdir={tmp_path / 'bad'}", f"--config.init_from.workdir={pre}",
-             "--config.optimizer.freeze=^head/")
+  bad = cli.main(f"--config={example}:tiny", f"--workdir={tmp_path / 'bad'}", f"--config.init_from.workdir={pre}",
+                 "--config.optimizer.freeze=^head/")
   assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
   assert bad.stderr.strip().splitlines() == [
       "jaxlab: error: optimizer.freeze pattern '^head/' matches no parameter (paths look like: b, w)"]
@@ -117,10 +106,8 @@ def test_fine_tuning_from_the_command_line(tmp_path):
      "JAX_NUM_PROCESSES=2 and JAX_PROCESS_ID=0 given without --coordinator_address (JAX_COORDINATOR_ADDRESS), "
      "and no cluster (Cloud TPU, SLURM, Open MPI) was detected to supply it"),
 ])
-def test_bad_multi_process_settings_are_one_line(tmp_path, args, env, message):
-  p = subprocess.run([sys.executable, "-m", "jaxlab.main", "--config=digits_mlp:tiny", f"--workdir={tmp_path / 'new'}",
-                      *args], cwd=REPO, env=dict(os.environ, XLA_FLAGS="", **env),
-                     capture_output=True, text=True, timeout=300)
+def test_bad_multi_process_settings_are_one_line(cli, tmp_path, args, env, message):
+  p = cli.main("--config=digits_mlp:tiny", f"--workdir={tmp_path / 'new'}", *args, env=env)
   assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
   errors = [l for l in p.stderr.splitlines() if l.startswith("jaxlab: error:")]
   assert len(errors) == 1 and message in errors[0], p.stderr

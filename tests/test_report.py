@@ -10,17 +10,14 @@ import hashlib
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from jaxlab import report
 from jaxlab.errors import InputError
-from tests.tolerances import gamma
+from tests.support.tolerances import gamma
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 U64 = float(np.finfo(np.float64).eps) / 2
 
 
@@ -201,7 +198,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case, rl_workdir, tmp_path, ca
                         metrics=["eval_return", "acc"] if case == "unknown_metric" else None)
   assert not os.path.exists(out.parent)
 
-def test_trained_seeds_reported(tmp_path):
+def test_trained_seeds_reported(cli, tmp_path):
   """digits_mlp:tiny with runs.seeds=2 (a few seconds), then `python -m jaxlab.report` on it."""
   import jax
   from configs.digits_mlp import get_config
@@ -212,8 +209,7 @@ def test_trained_seeds_reported(tmp_path):
   train(c, workdir, devices=jax.devices()[:2], progress=False)  # the 2 runs over 2 of the 8 test devices
   before = tree_digest(workdir)
   out = tmp_path / "rep"
-  proc = subprocess.run([sys.executable, "-m", "jaxlab.report", workdir, f"--out={out}"], capture_output=True,
-                        text=True, env={**os.environ, "PYTHONPATH": ROOT}, cwd=str(tmp_path), timeout=300)
+  proc = cli.module("jaxlab.report", workdir, f"--out={out}", cwd=tmp_path)
   assert proc.returncode == 0, proc.stderr
   assert tree_digest(workdir) == before
   data = json.load(open(out / "report.json"))

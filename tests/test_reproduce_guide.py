@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.guide_blocks import guide_block
+from tests.support.guide_blocks import guide_block
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = "reproduce_the_paper.md"

@@ -7,13 +7,12 @@ JAXLAB_SOURCE = ""  # @param {type:"string"}
 # Nothing is installed when every module in MODULES is importable (locally and in the tests this
 # does nothing); else jaxlab is installed with the extras this notebook needs. find_spec looks a
 # module up without importing it. On a GPU/TPU runtime the preinstalled jax is pinned, so its
-# accelerator backend stays. gymnax (the rl extra) follows without its dependencies: gymnax 1.0.1
-# declares jax<0.12, and the rl extra holds the rest of them. SystemExit: IPython shows its message
-# alone, with no traceback, and the cell fails, so "run all" stops there.
+# accelerator backend stays. If an extra cannot go beside it (the rl extra's gymnax 1.0.1 declares
+# jax<0.12), the extras go in with the jax they allow and the runtime's jax is put back after them.
+# SystemExit: IPython shows its message alone, with no traceback, and the cell fails, so "run all"
+# stops there.
 import importlib.util, os, subprocess, sys
 missing = [m for m in MODULES if importlib.util.find_spec(m) is None]
-no_deps = ["gymnax>=1.0.1"] if "rl" in EXTRAS.split(",") else []
-no_deps_line = "".join(f" && pip install --no-deps '{r}'" for r in no_deps)
 if missing:
   source = os.environ.get("JAXLAB_SOURCE", "").strip() or JAXLAB_SOURCE.strip()
   if not source:
@@ -21,8 +20,8 @@ if missing:
         f"jaxlab install: {', '.join(missing)} not importable and JAXLAB_SOURCE is not set: set it "
         f"(this cell's form field or first line, or the environment variable) to your copy of jaxlab, "
         f"e.g. \"git+https://github.com/<you>/jaxlab\", a local folder or a .whl (jaxlab installs "
-        f"from a checkout today; `pip install 'jaxlab[{EXTRAS}]'{no_deps_line}` from a package index "
-        f"works once it is published there)")
+        f"from a checkout today; `pip install 'jaxlab[{EXTRAS}]'` from a package index works once it "
+        f"is published there)")
   if "://" not in source and not os.path.exists(source):
     raise SystemExit(f"jaxlab install: JAXLAB_SOURCE = {source!r} is neither a URL "
                      f"(git+https://...) nor an existing folder or .whl")
@@ -32,10 +31,15 @@ if missing:
     from importlib.metadata import version
     pins = [f"jax=={version('jax')}"]
   print(f"jaxlab install: {', '.join(missing)} not importable; pip install {package} {' '.join(pins)}")
-  subprocess.run([sys.executable, "-m", "pip", "install", "-q", package, *pins], check=True)
-  if no_deps:
-    print(f"jaxlab install: pip install --no-deps {' '.join(no_deps)}")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *no_deps], check=True)
+  pinned = subprocess.run([sys.executable, "-m", "pip", "install", "-q", package, *pins],
+                          capture_output=True, text=True)
+  if pinned.returncode != 0 and not pins:
+    raise SystemExit(f"jaxlab install: pip install {package} failed:\n{pinned.stderr}")
+  if pinned.returncode != 0:
+    print(f"jaxlab install: pip cannot keep {pins[0]} with these extras (one caps jax, as gymnax 1.0.1 "
+          f"declares jax<0.12); pip install {package}, then pip install {' '.join(pins)} again")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *pins], check=True)
   importlib.invalidate_caches()  # the modules pip just wrote are found by the next cells
 import jax
 print(jax.devices())

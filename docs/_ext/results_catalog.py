@@ -71,6 +71,13 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "Step time of MoMo, MoMo-Adam, optax.contrib's versions, SGD-M and Adam through the shared step.",
         "python benchmarks/momo_step_time.py --out benchmarks/results/momo/step_time.json",
         "methods/momo.md"),
+    "ot_clip/coupling_scale.json": (
+        "OT-CLIP losses' B x B coupling: per-device memory whole vs split by rows on 8 devices (and on 1-8 devices "
+        "for FGW), chunked on one; "
+        "step time ratios; the two-tower CLI at batch 16384.",
+        "XLA_FLAGS=--xla_force_host_platform_device_count=8 python benchmarks/ot_clip_coupling_scale.py "
+        "--out=benchmarks/results/ot_clip/coupling_scale.json",
+        "methods/ot_clip.md"),
     "ot_clip/step_time.json": (
         "OT-CLIP losses' step time against the InfoNCE baseline (ratios, loss-only times).",
         "python benchmarks/ot_clip_step_time.py --out=benchmarks/results/ot_clip",
@@ -204,4 +211,10 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "The shared train step against a hand-written jitted optax step (MLP 1.13M params, batch 256, Adam).",
         "python benchmarks/train_step_overhead.py --out benchmarks/results/train/step_overhead.json",
         "design.md"),
+    "train/task_scaling.json": (
+        "The scaling contract: each task's compiled train step at 1, 2, 4 and 8 devices, per-device batch, state "
+        "and temporaries against the contract's bounds (compile only).",
+        "XLA_FLAGS=--xla_force_host_platform_device_count=8 python benchmarks/task_scaling.py "
+        "--out=benchmarks/results/train/task_scaling.json",
+        "guides/sharding.md"),
 }

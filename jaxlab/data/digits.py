@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxlab.errors import check_range
+from jaxlab.registry import optional_imports
 
 
 def load_digits_split(test_fraction: float = 0.2, seed: int = 0, images: bool = False
@@ -14,10 +15,8 @@ def load_digits_split(test_fraction: float = 0.2, seed: int = 0, images: bool = 
   Returns ``x_train, y_train, x_test, y_test``; ``x`` is ``[N, 64]`` float32, or
   ``[N, 8, 8, 1]`` with ``images=True``; ``y`` is int32 in ``0..9``.
   """
-  try:
+  with optional_imports(f"{__name__}.load_digits_split"):
     from sklearn.datasets import load_digits
-  except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError("the digits data need scikit-learn: pip install 'jaxlab[data]'") from e
   check_range(test_fraction, "test_fraction", 0, 1, low_open=True, high_open=True, got=True)
   data = load_digits()
   x = (data.data / 16.0).astype(np.float32)

@@ -18,6 +18,7 @@ import ml_collections
 
 from jaxlab.errors import InputError
 from jaxlab.experiment import validate
+from jaxlab.experiment.agreement import agree_across_processes
 from jaxlab.experiment.context import task_context
 from jaxlab.experiment.optimizer import LOG_CHECKS, optimizer_of
 from jaxlab.experiment.options import run_options
@@ -88,6 +89,8 @@ def check_experiments(config: ml_collections.ConfigDict, stop_after: int | None 
 
   Every experiment's trainer keys and task module are checked before any compute or any workdir,
   so that a suite whose later experiment needs a missing extra is refused before the first trains.
+  In a multi-process job the processes then check that they all start this run
+  (:func:`~jaxlab.experiment.agreement.agree_across_processes`).
 
   Args:
     config: an experiment config, or a suite (an ``experiments`` block).
@@ -99,6 +102,7 @@ def check_experiments(config: ml_collections.ConfigDict, stop_after: int | None 
   validate.check_stop_after(stop_after)
   if "experiments" not in config:
     _check_experiment(config)
+    agree_across_processes(config, stop_after)
     return Experiments(((config.get("name", config.task), config, ""),), stop_after)
   configs = []
   for name, sub in config.experiments.items():
@@ -107,6 +111,7 @@ def check_experiments(config: ml_collections.ConfigDict, stop_after: int | None 
     except InputError as e:
       raise InputError(f"experiments.{name}: {e}") from None
     configs.append((name, sub, name))
+  agree_across_processes(config, stop_after)
   return Experiments(tuple(configs), stop_after)
 
 
@@ -161,6 +166,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, *,
   """
   validate.check_stop_after(stop_after)
   _check_experiment(config)  # the edge: from here on the config is trusted
+  agree_across_processes(config, stop_after)
   return _train(config, workdir, devices=devices, stop_after=stop_after, progress=progress)
 
 

@@ -2,7 +2,8 @@
 
 Losses (pure functions of embeddings): ``clip_loss``, ``siglip_loss``, ``one_sided_ot_loss``
 (= InfoNCE), ``entropic_ot_loss``, ``unbalanced_ot_loss``, ``dbot_loss``, ``fgw_loss``,
-``ufgw_loss``; by name through ``LOSSES`` / ``get_loss``. Inference: ``zero_shot_predict``,
+``ufgw_loss``; by name through ``LOSSES`` / ``get_loss``, which also keeps the B x B coupling split
+by rows over a mesh axis (``axis_name``) or chunked on one device (``chunk_size``): ``coupling``. Inference: ``zero_shot_predict``,
 ``ot_zero_shot`` (uniform or known class prior), ``fgw_zero_shot``; selective classification in
 ``selective``. ``TwoTower`` + ``make_two_tower_loss`` plug into ``jaxlab.train.make_train_step``.
 Bad input raises ``jaxlab.errors.InputError`` naming the value and what is allowed (``checks``).

@@ -24,17 +24,17 @@ float32, see ``checks.py``); concrete hyper-parameters are checked (InputError n
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from ott.geometry import geometry
-from ott.problems.linear import linear_problem
-from ott.solvers.linear import implicit_differentiation, sinkhorn
 
 from jaxlab.errors import InputError, check_bool, check_int, check_positive, check_range, check_scalar, is_traced
 from jaxlab.ot_clip.checks import check_floating, compute_dtype
+
+if TYPE_CHECKING:  # ott-jax (with equinox, jaxopt, scipy) is imported where a function uses it, not with the package
+  import ott.solvers.linear.sinkhorn
 
 
 # See ``absorbed_updates_are_safe``: (1 - min tau) * log-kernel range up to which unbalanced
@@ -114,7 +114,7 @@ def one_sided_log_plan(cost: jax.Array, epsilon: Any, a: jax.Array | None = None
 
 
 def make_sinkhorn(num_iterations: int = 5, implicit: bool = False, threshold: float = 1e-6,
-                  max_iterations: int = 2000) -> sinkhorn.Sinkhorn:
+                  max_iterations: int = 2000) -> ott.solvers.linear.sinkhorn.Sinkhorn:
   """An ott Sinkhorn solver that does what its arguments say.
 
   Unrolled (default, as in training): exactly ``num_iterations`` (g, f) updates, gradients by
@@ -122,6 +122,7 @@ def make_sinkhorn(num_iterations: int = 5, implicit: bool = False, threshold: fl
   Implicit: run to ``threshold`` (at most ``max_iterations``) and differentiate the optimality
   conditions (ott's ImplicitDiff), which is only right once the solver has converged.
   """
+  from ott.solvers.linear import implicit_differentiation, sinkhorn
   check_bool(implicit, "implicit", got=True)
   check_positive(threshold, "threshold", got=True)
   if implicit:
@@ -144,6 +145,8 @@ def ott_sinkhorn_potentials(cost: jax.Array, epsilon: Any, a: jax.Array, b: jax.
                             implicit: bool = False, threshold: float = 1e-6,
                             max_iterations: int = 2000) -> tuple[jax.Array, jax.Array]:
   """Dual potentials (f, g) from ott's Sinkhorn, with epsilon always passed explicitly."""
+  from ott.geometry import geometry
+  from ott.problems.linear import linear_problem
   geom = geometry.Geometry(cost_matrix=cost, epsilon=epsilon)
   prob = linear_problem.LinearProblem(geom, a=a, b=b, tau_a=tau_a, tau_b=tau_b)
   out = make_sinkhorn(num_iterations, implicit, threshold, max_iterations)(prob)

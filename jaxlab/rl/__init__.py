@@ -6,13 +6,15 @@ distributional target and n-step returns (``c51_target``, ``c51_loss``, ``n_step
 environments (``make_env``: MinAtar as Dopamine runs it, any gymnax id, or your own in ``ENVS``) and
 replay (``make_replay``, flashbax), Atari 2600 games
 (``make_atari``, envpool or ale-py: ``ATARI_BACKENDS``) and their frame-stacking replay (``make_frame_replay``). Environments
-and replays need the ``rl`` / ``atari`` extras (``pip install jaxlab[rl,atari]``) and are
-imported on first use, so the networks and the loss work without them. Flax NNX modules of the
+and replays need the ``rl`` / ``atari`` extras (``pip install 'jaxlab[rl,atari]'``) and are
+imported on first use, so the networks and the loss work without them; without the extra, the
+first use is one line naming it (:func:`jaxlab.registry.optional_imports`). Flax NNX modules of the
 Q-network and its parts, same names and parameter layout, are in ``jaxlab.rl.nnx`` (imported on first use).
 """
 
 import importlib as _importlib
 
+from jaxlab.registry import optional_imports as _optional_imports
 from jaxlab.rl.distributional import (c51_loss, c51_support, c51_target, expected_q, n_step_returns,
                                      project_distribution)
 from jaxlab.rl.dqn import epsilon_greedy, linear_epsilon, periodic_sync, td_loss
@@ -37,7 +39,8 @@ __all__ = ["HEADS", "ImpalaEncoder", "NoisyDense", "QNetwork", "RainbowHead", "c
 
 def __getattr__(name: str) -> object:
   if name in _LAZY:
-    return getattr(_importlib.import_module(f"jaxlab.rl.{_LAZY[name]}"), name)
+    with _optional_imports(f"jaxlab.rl.{name}"):  # gymnax / flashbax missing: one line naming the extra
+      return getattr(_importlib.import_module(f"jaxlab.rl.{_LAZY[name]}"), name)
   if name in _SUBMODULES:
     return _importlib.import_module(f"jaxlab.rl.{name}")
   raise AttributeError(f"module 'jaxlab.rl' has no attribute {name!r}")

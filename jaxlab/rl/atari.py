@@ -62,7 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.errors import InputError, check, check_bool, check_choice, check_range, is_int
-from jaxlab.registry import Registry
+from jaxlab.registry import Registry, optional_imports
 
 FRAME_SHAPE = (84, 84)
 STACK_SIZE = 4                    # Dopamine's NATURE_DQN_STACK_SIZE
@@ -75,6 +75,10 @@ _FIXED_OPTIONS = dict(img_height=FRAME_SHAPE[0], img_width=FRAME_SHAPE[1], gray_
                       use_fire_reset=False, noop_max=1, use_inter_area_resize=True)
 
 
+#: What needs envpool, in the one line a missing one gives (as ``ATARI_BACKENDS`` names a backend).
+_ENVPOOL = "Atari backend 'envpool'"
+
+
 class EnvpoolBackend:
   """envpool 1.2.5 (its ``envpool_assets`` package ships the ROMs): the ``"envpool"`` backend."""
 
@@ -83,20 +87,23 @@ class EnvpoolBackend:
 
   def games(self) -> list[str]:
     """The games this envpool install has, as Dopamine names them ("Pong", "SpaceInvaders")."""
-    from envpool.registration import registry
+    with optional_imports(_ENVPOOL):
+      from envpool.registration import registry
     return sorted(task[:-3] for task, (module, _, _) in registry.specs.items()
                   if module == "envpool.atari" and task.endswith("-v5"))
 
   def rom_path(self, game: str) -> str:
     """Where envpool looks for ``game``'s ROM (the file need not exist)."""
-    from envpool.registration import registry
+    with optional_imports(_ENVPOOL):
+      from envpool.registration import registry
     _, _, kwargs = registry.specs[f"{game}-v5"]
     return os.path.join(kwargs["base_path"], "atari", "roms", f"{kwargs['task']}.bin")
 
   def open(self, game: str, *, seeds: Sequence[int], frame_skip: int, sticky_action_prob: float,
            max_episode_steps: int, full_action_space: bool, num_threads: int) -> Any:
     """An envpool pool of ``len(seeds)`` environments (environment ``i`` seeded ``seeds[i]``), not yet reset."""
-    import envpool
+    with optional_imports(_ENVPOOL):
+      import envpool
     return envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=len(seeds), batch_size=len(seeds),
                         seed=list(seeds), num_threads=num_threads, frame_skip=frame_skip,
                         repeat_action_probability=float(sticky_action_prob), max_episode_steps=max_episode_steps,

@@ -47,10 +47,13 @@ import os
 from typing import Any, Sequence
 
 import numpy as np
-from ale_py import roms
-from ale_py.vector_env import AtariVectorEnv
 
+from jaxlab.registry import optional_imports
 from jaxlab.rl.atari import FRAME_SHAPE
+
+with optional_imports(__name__):
+  from ale_py import roms
+  from ale_py.vector_env import AtariVectorEnv
 
 
 def game_name(rom_id: str) -> str:

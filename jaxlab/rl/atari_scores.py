@@ -25,6 +25,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from jaxlab.errors import InputError, check, check_int, is_int
+from jaxlab.registry import optional_imports
 
 #: The 26 games of Atari 100k, in the order rliable lists them.
 ATARI_100K_GAMES: tuple[str, ...] = (
@@ -109,7 +110,8 @@ def iqm_with_ci(scores: Mapping[str, np.ndarray], reps: int = BOOTSTRAP_REPS, se
     InputError: a variant's scores are not a non-empty finite ``[runs, games]`` array, or their
       axes are given in the other order (or cannot be told apart), or ``reps`` < 1.
   """
-  from rliable import library, metrics  # noqa: PLC0415 - the rl extra
+  with optional_imports(f"{__name__}.iqm_with_ci"):
+    from rliable import library, metrics  # noqa: PLC0415 - the rl extra
 
   check(len(scores) > 0, "iqm_with_ci got no variants; pass {variant: [runs, games] scores}")
   check_int(reps, "iqm_with_ci: reps", 1, "bootstrap replicates")

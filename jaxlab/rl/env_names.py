@@ -25,10 +25,11 @@ from __future__ import annotations
 import difflib
 from typing import Any, NamedTuple
 
-import gymnax
-
 from jaxlab.errors import InputError
-from jaxlab.registry import Registry
+from jaxlab.registry import Registry, optional_imports
+
+with optional_imports(__name__):
+  import gymnax
 
 #: MinAtar games, short name (``config.env``) -> gymnax id.
 ENV_IDS = {

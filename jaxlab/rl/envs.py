@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.errors import InputError, check, check_bool, check_int, check_range, is_int
+from jaxlab.registry import optional_imports
 from jaxlab.rl.env_names import ENV_IDS, ENVS, EnvSpec, is_builtin, resolve  # noqa: F401 (ENV_IDS, ENVS: re-exported)
 
 MINATAR_STICKY_ACTION_PROB = 0.1  # minatar.Environment default, kept by Dopamine's gin files.
@@ -316,7 +317,8 @@ def _check_own_step(spec: EnvSpec, params: Any, where: str) -> None:
   ``(obs, state, reward, done, info)``, ``obs`` of the shape and dtype ``reset`` gives (gymnax's auto-reset
   selects between them), a scalar ``reward`` and ``done`` per step. One line per breach, instead of an
   error from inside gymnax's ``step`` or a reward silently broadcast over the batch."""
-  from gymnax.environments import environment  # noqa: PLC0415 (gymnax's public base class)
+  with optional_imports(f"{__name__}.make_env"):
+    from gymnax.environments import environment  # noqa: PLC0415 (gymnax's public base class)
   what = f"environment {spec.name!r}{where}"
   key = jax.random.key(0)
   obs, state = jax.eval_shape(spec.env.reset_env, key, params)

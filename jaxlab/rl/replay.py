@@ -39,15 +39,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, NamedTuple
 
-import flashbax
 import jax
 import jax.numpy as jnp
 
 from jaxlab import errors
 from jaxlab.errors import InputError, check
+from jaxlab.registry import optional_imports
 from jaxlab.rl import priorities
 from jaxlab.rl.distributional import n_step_returns
 from jaxlab.rl.replay_sizes import checked_sizes
+
+with optional_imports(__name__):
+  import flashbax
 
 ReplayState = flashbax.buffers.trajectory_buffer.TrajectoryBufferState
 

@@ -24,9 +24,9 @@ from jaxlab.ot_clip.data.pairs import load_pairs
 from jaxlab.ot_clip.data.shards import load_shard_pairs, uses_shards
 from jaxlab.ot_clip.digits_pairs import long_tailed_indices
 from jaxlab.ot_clip.evaluation import retrieval_metrics, zero_shot_metrics
-from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
 from jaxlab.ot_clip.two_tower_inference import two_tower_fns
+from jaxlab.tasks.clip_config import make_loss_fn
 from jaxlab.train.context import TaskContext
 from jaxlab.train.task import TASKS, Inference, Task
 
@@ -73,8 +73,7 @@ def clip_files(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   conv = tuple(config.model.conv_channels) if pairs.kind == "images" else ()  # embeddings: an MLP tower
   model = TwoTower(hidden=config.model.hidden, embed_dim=config.model.embed_dim, conv_channels=conv,
                    **pairs.model_kwargs)
-  loss_kwargs = dict(config.loss)
-  loss_fn = make_two_tower_loss(model, loss_kwargs.pop("name"), text_key=pairs.text_key, **loss_kwargs)
+  loss_fn = make_loss_fn(config, ctx, model, text_key=pairs.text_key)
   host_batch = ShardedBatches(pairs.train, config.batch_size, ctx.process_count)
   test, epsilon, coverage = pairs.test, config.eval.epsilon, config.eval.coverage
   labelled = bool(pairs.classes)
@@ -101,4 +100,4 @@ def clip_files(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
                                                        "test": test})
   return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
               throughput={"pairs": config.batch_size}, description=f"{pairs.description}, {config.loss.name} loss",
-              resume_safe=("eval.*",), workdir_files=pairs.files, inference=inference)
+              resume_safe=("eval.*", "loss.chunk_size"), workdir_files=pairs.files, inference=inference)

@@ -50,7 +50,7 @@ def check_dqn_settings(d: ml_collections.ConfigDict, unit: str, decay_key: str, 
     decay_key: the task's epsilon-decay key under ``dqn``.
     clip_rewards: the value of ``dqn.clip_rewards`` the task uses.
     network: the config's ``network`` block, for the keys that only C51 reads (``network.num_atoms`` > 1:
-      :func:`check_c51_settings`); None skips them.
+      ``check_c51_settings``); None skips them.
 
   Raises:
     InputError: the first bad key, one line naming it.

@@ -14,7 +14,7 @@ import os
 from typing import Any, Callable
 
 from jaxlab.errors import InputError
-from jaxlab.registry import missing_extra_error
+from jaxlab.registry import optional_imports
 from jaxlab.train.context import TaskContext
 from jaxlab.train.task import TASKS, Task
 
@@ -73,10 +73,5 @@ def make_task(config: Any, ctx: TaskContext) -> Task:
   """
   factory = TASKS.get(config.task)
   _check_signature(config.task, factory)
-  try:
+  with optional_imports(f"task {config.task!r}"):  # a module the task imports when built (envpool, pyarrow)
     return factory(config, ctx)
-  except ModuleNotFoundError as e:  # a module the task imports when built (envpool, pyarrow)
-    error = missing_extra_error(e, f"task {config.task!r}")
-    if error is None:
-      raise
-    raise error from None

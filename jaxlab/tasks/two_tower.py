@@ -1,7 +1,8 @@
 """OT-CLIP two-tower training on digit images and generated captions, through the shared step.
 
-The loss couples the whole global batch (entropic OT plan over B x B), which the step handles by
-jitting over the sharded global batch. Evaluation is zero-shot classification from held-out
+The loss couples the whole global batch (entropic OT plan over B x B); the step jits over the
+sharded global batch, and the loss keeps the plan split by rows over "data" (``make_two_tower_loss``
+with the task's mesh). Evaluation is zero-shot classification from held-out
 prompt templates: CLIP's argmax and OT-CLIP's transductive OT inference (Shi et al., Sec. 5).
 """
 
@@ -18,9 +19,9 @@ from jaxlab.data.batching import batch_indices
 from jaxlab.data.digits import load_digits_split
 from jaxlab.ot_clip import digits_pairs
 from jaxlab.ot_clip.evaluation import classify
-from jaxlab.ot_clip.train_loss import make_two_tower_loss
 from jaxlab.ot_clip.two_tower import TwoTower
 from jaxlab.ot_clip.two_tower_inference import two_tower_fns
+from jaxlab.tasks.clip_config import make_loss_fn
 from jaxlab.train.context import TaskContext
 from jaxlab.train.task import TASKS, Inference, Task
 
@@ -37,7 +38,6 @@ def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Tas
   "ot" is OT-CLIP's transductive inference over the batch). ``data``: ``vocab`` (for
   ``jaxlab.ot_clip.digits_pairs.tokenize``), ``class_prompts``, ``x_test``, ``y_test``.
   """
-  del ctx  # one host array, the same on every process
   data = load_digits_split(test_fraction=config.data.test_fraction, seed=config.data.split_seed)
   vocab = digits_pairs.build_vocab()
 
@@ -48,8 +48,7 @@ def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Tas
     return digits_pairs.caption_tokens(data["y_train"], vocab, np.random.default_rng(seed))
   prompts = digits_pairs.class_prompt_tokens(vocab)  # [classes, templates, L], held-out templates
   model = TwoTower(vocab_size=len(vocab) + 1, **dict(config.model))
-  loss_kwargs = dict(config.loss)
-  loss_fn = make_two_tower_loss(model, loss_kwargs.pop("name"), **loss_kwargs)
+  loss_fn = make_loss_fn(config, ctx, model)
 
   def init_params(rng):
     return model.init(rng, jnp.zeros((1, 64)), jnp.zeros((1, prompts.shape[-1]), jnp.int32))["params"]
@@ -73,4 +72,5 @@ def digits_two_tower(config: ml_collections.ConfigDict, ctx: TaskContext) -> Tas
   inference = Inference(model=model, fns=jitted, data={"vocab": vocab, "class_prompts": prompts,
                                                        "x_test": data["x_test"], "y_test": data["y_test"]})
   return Task(init_params=init_params, loss_fn=loss_fn, host_batch=host_batch, evaluate=evaluate,
-              description=f"digits two-tower, {config.loss.name} loss", inference=inference)
+              description=f"digits two-tower, {config.loss.name} loss", resume_safe=("loss.chunk_size",),
+              inference=inference)

@@ -45,8 +45,13 @@ def _flat_config(tree: Any, prefix: str = "") -> dict[str, Any]:
   return {prefix[:-1]: tree}
 
 
+def flat_config(config: Any) -> dict[str, Any]:
+  """A config (a nested dict) as ``{dotted key: JSON-safe value}``, as it is saved beside a checkpoint."""
+  return _flat_config(_json_safe(config))
+
+
 def config_differences(saved: Any, current: Any, limit: int = 6) -> list[str]:
-  a, b = _flat_config(_json_safe(saved)), _flat_config(_json_safe(current))
+  a, b = flat_config(saved), flat_config(current)
   keys = sorted(k for k in set(a) | set(b) if a.get(k, "<absent>") != b.get(k, "<absent>"))
   return [f"{k}: {a.get(k, '<absent>')!r} there, {b.get(k, '<absent>')!r} here" for k in keys[:limit]]
 

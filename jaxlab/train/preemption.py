@@ -5,7 +5,11 @@ presses Ctrl-C (SIGINT). On one process a signal handler sets a flag that the tr
 each call, so both save the step they reached instead of losing the work since the last
 checkpoint. A second Ctrl-C aborts at once (KeyboardInterrupt, nothing saved). On many processes
 orbax's ``reached_preemption`` (JAX's coordination service) makes every process agree on the
-step, so that all of them save the same one; there the handlers are not installed.
+step, so that all of them save the same one; there the handlers are not installed, and JAX's
+preemption service records the SIGTERM in the coordination service. A process that sees that
+record and has not finished its loop after the peer timeout ends with one line
+(``jaxlab.peers.watch_preemption``): a peer that is gone or stuck would keep it waiting in a
+collective, or in the save that needs every process, until a SIGKILL.
 
 The handlers live only inside the ``with`` block (the trainer's loop): afterwards the previous
 ones are back, so a notebook keeps its own Ctrl-C. They are installed from the main thread only
@@ -14,6 +18,7 @@ ones are back, so a notebook keeps its own Ctrl-C. They are installed from the m
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -21,6 +26,7 @@ from typing import Any
 
 import jax
 
+from jaxlab import peers
 from jaxlab.startup_interrupt import raise_if_pending
 
 SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
@@ -44,6 +50,9 @@ class PreemptionWatcher:
 
   def __enter__(self) -> "PreemptionWatcher":
     raise_if_pending()  # a Ctrl-C the CLI deferred during start-up: stop before the first step
+    if jax.process_count() > 1:  # a SIGTERM while a peer is gone ends this process (jaxlab.peers)
+      directory = getattr(self._ckpt, "directory", None)
+      peers.watch_preemption(os.path.dirname(directory) if directory else None)
     # Many processes: JAX's preemption notifier owns SIGTERM; handlers install on the main thread only.
     if jax.process_count() == 1 and threading.current_thread() is threading.main_thread():
       for sig in self._signals:
@@ -70,6 +79,8 @@ class PreemptionWatcher:
     self._flag.set()
 
   def __exit__(self, *exc) -> None:
+    if jax.process_count() > 1:
+      peers.stand_down()
     for sig, handler in self._previous.items():
       signal.signal(sig, handler)
     self._previous = {}

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from jaxlab.moe import (SoftMoE, Top1MoE, capacity, haiku_modules, init_experts, init_soft_moe,  # noqa: E402
                         init_top1_moe, num_slots, soft_moe, top1_moe)
-from tests.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 KEY = jax.random.key(0)

@@ -18,12 +18,12 @@ import pytest
 
 from jaxlab.moe import soft_moe, top1_moe
 from jaxlab.rl.networks import QNetwork
-from tests.moe.conftest import soft_moe_tol, top1_moe_tol
-from tests.tolerances import assert_close_to_scale, ops_rtol
+from tests.support.moe import soft_moe_tol, top1_moe_tol
+from tests.support.tolerances import assert_close_to_scale, ops_rtol
 
 _REF = np.load(pathlib.Path(__file__).parents[1] / "data" / "soft_moe_reference.npz")
 # The fixtures are dopamine's float32 results: two float32 computations of one layer, each within
-# the layer's rounding bound (tests/moe/conftest.py), compared at the scale of the largest entry.
+# the layer's rounding bound (tests/support/moe.py), compared at the scale of the largest entry.
 
 
 def _experts(get):

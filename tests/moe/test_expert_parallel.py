@@ -11,8 +11,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from jaxlab.moe import EXPERT_PARALLEL_RULES, SoftMoE, Top1MoE
 from jaxlab.train.mesh import make_mesh
 from jaxlab.sharding import tree_shardings
-from tests.moe.conftest import soft_moe_tol, top1_moe_tol
-from tests.tolerances import assert_close_to_scale
+from tests.support.moe import soft_moe_tol, top1_moe_tol
+from tests.support.tolerances import assert_close_to_scale
 
 _RULES = ((r"router/phi", (None, "expert")),) + EXPERT_PARALLEL_RULES
 

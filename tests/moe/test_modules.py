@@ -11,8 +11,8 @@ import pytest
 
 from jaxlab.moe import SoftMoE, Top1MoE, haiku_modules, soft_moe, top1_moe
 from jaxlab.sharding import path_name
-from tests.moe.conftest import soft_moe_tol, top1_moe_tol
-from tests.tolerances import assert_close_to_scale
+from tests.support.moe import soft_moe_tol, top1_moe_tol
+from tests.support.tolerances import assert_close_to_scale
 
 # A thin wrapper traces the same operations; its program may still be fused differently, so the
 # two agree to the layer's rounding bound (bit equality is not XLA's promise across programs).

@@ -1,7 +1,7 @@
 """The NNX Soft MoE and Top-1 MoE against the linen modules: parameter tree, outputs, training.
 
 Run op by op, both call the same pure function on the same arrays: bit-equal by construction
-(tests/nnx_training.py).
+(tests/support/nnx_training.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from jaxlab.moe import EXPERT_PARALLEL_RULES, SoftMoE, Top1MoE
 from jaxlab.moe import nnx as moe_nnx
 from jaxlab.sharding import path_name
 from jaxlab.train import make_mesh, tree_shardings
-from tests.nnx_training import linen_params, load, mean_square, train_both
+from tests.support.nnx_training import linen_params, load, mean_square, train_both
 
 
 @pytest.fixture

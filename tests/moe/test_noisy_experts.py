@@ -10,8 +10,8 @@ import pytest
 from jaxlab.errors import InputError
 from jaxlab.moe import experts as experts_lib
 from jaxlab.moe.modules import SoftMoE
-from tests.moe.conftest import soft_moe_tol
-from tests.tolerances import assert_close_to_scale, ops_rtol
+from tests.support.moe import soft_moe_tol
+from tests.support.tolerances import assert_close_to_scale, ops_rtol
 
 
 def test_init_is_dopamines_noisy_network_per_expert():

@@ -10,9 +10,10 @@ import pytest
 
 from jaxlab.errors import InputError
 from jaxlab.moe import init_soft_moe, num_slots, soft_moe, soft_moe_einsum, soft_moe_stats
-from tests.export_helpers import ACCELERATORS, BARRIER, export_for
-from tests.moe.conftest import numpy_soft_moe, soft_moe_tol
-from tests.tolerances import assert_close_to_scale, ops_rtol
+from tests.support.export import ACCELERATORS, BARRIER, export_for
+from tests.support.moe import numpy_soft_moe, soft_moe_tol
+from tests.support.xla import AS_USERS_COMPILE
+from tests.support.tolerances import assert_close_to_scale, ops_rtol
 
 
 @pytest.mark.parametrize("single_exponential", [False, True])
@@ -68,7 +69,7 @@ def test_auto_is_the_cpu_kernel_on_cpu_and_the_einsum_on_gpu_and_tpu(soft_setup)
   loss = lambda impl: jax.jit(jax.grad(lambda p, x: jnp.sum(soft_moe(p, x, impl=impl)[0] ** 2)))
   assert BARRIER in export_for(loss("auto"), params, x, platforms=("cpu",)).mlir_module()
   assert BARRIER not in export_for(loss("auto"), params, x, platforms=ACCELERATORS).mlir_module()
-  auto, kernel = (loss(impl).lower(params, x).compile() for impl in ("auto", "cpu_kernel"))
+  auto, kernel = (loss(impl).lower(params, x).compile(AS_USERS_COMPILE) for impl in ("auto", "cpu_kernel"))
   assert auto.cost_analysis()["flops"] == kernel.cost_analysis()["flops"]
   assert auto.memory_analysis().temp_size_in_bytes == kernel.memory_analysis().temp_size_in_bytes
 

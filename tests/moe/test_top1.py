@@ -10,8 +10,8 @@ import pytest
 
 from jaxlab.errors import InputError
 from jaxlab.moe import apply_experts, capacity, init_top1_moe, top1_moe
-from tests.moe.conftest import top1_moe_tol
-from tests.tolerances import assert_close_to_scale, ops_rtol
+from tests.support.moe import top1_moe_tol
+from tests.support.tolerances import assert_close_to_scale, ops_rtol
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from jaxlab.errors import InputError
 from jaxlab.optim import optimizer_from_config, set_hyperparams
-from tests.tolerances import ops_rtol
+from tests.support.tolerances import ops_rtol
 
 
 def _cfg(**kw):

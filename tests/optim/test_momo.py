@@ -19,7 +19,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jaxlab.errors import InputError
 from jaxlab.optim import MomoAdamState, MomoState, make_optimizer, momo, momo_adam, momo_frozen
-from tests.tolerances import ops_rtol, steps_tol
+from tests.support.tolerances import ops_rtol, steps_tol
 
 # One MoMo step on the fixture MLP (5 -> 6 -> 3, batches of 16-64), per parameter: the forward and
 # backward dots, the batch mean, and MoMo's global sums <d, x> and ||d||^2 over all 57 parameters:

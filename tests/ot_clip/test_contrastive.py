@@ -3,7 +3,7 @@
 import numpy as np
 
 from jaxlab.ot_clip import contrastive
-from tests.tolerances import log_domain_atol, ops_rtol
+from tests.support.tolerances import log_domain_atol, ops_rtol
 
 # The losses are log-sum-exps of logits up to scale + |bias| from 8-term cosine dot products.
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.ot_clip.evaluation import class_embedding, retrieval_metrics, zero_shot_metrics
-from tests.tolerances import ops_rtol
+from tests.support.tolerances import ops_rtol
 
 
 def test_retrieval_recall_counts_each_direction():

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.ot_clip import gromov, plans
-from tests.tolerances import log_domain_atol, ops_rtol, top2_margin
+from tests.support.tolerances import log_domain_atol, ops_rtol, top2_margin
 
 
 def _problem(rng, n=5, m=4, dtype=jnp.float32):

@@ -8,7 +8,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jaxlab.ot_clip import inference, selective
 from jaxlab.ot_clip.similarity import similarity
-from tests.tolerances import log_domain_atol, top2_margin
+from tests.support.tolerances import log_domain_atol, top2_margin
 
 # Two programs' plans (other shapes, shardings or dtypes) differ by float32 rounding (exponents up
 # to 2 / epsilon = 40 from 16-term dots) and by the solver's threshold (1e-5 on the marginals).

@@ -1,7 +1,7 @@
 """The NNX two-tower model against the linen one: parameter tree, outputs, training on the CLIP loss.
 
 Run op by op, both call the same functions on the same arrays: bit-equal by construction
-(tests/nnx_training.py).
+(tests/support/nnx_training.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from flax import nnx
 from jaxlab.errors import InputError
 from jaxlab.ot_clip import TwoTower, clip_loss
 from jaxlab.ot_clip import nnx as ot_nnx
-from tests.nnx_training import linen_params, load, train_both
+from tests.support.nnx_training import linen_params, load, train_both
 
 IMAGES = (4, 4, 2)
 

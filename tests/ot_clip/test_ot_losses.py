@@ -9,7 +9,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from jaxlab.ot_clip import contrastive, ot_losses, plans
 from jaxlab.ot_clip.registry import LOSSES, get_loss
 from jaxlab.ot_clip.similarity import cosine_cost
-from tests.tolerances import log_domain_atol
+from tests.support.tolerances import log_domain_atol
 
 
 def _loss_atol(scale, d, num_iterations=5):

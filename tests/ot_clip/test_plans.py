@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxlab.ot_clip import plans
-from tests.tolerances import log_domain_atol, ops_rtol
+from tests.support.tolerances import log_domain_atol, ops_rtol
 
 # Float32 plans are exp of log-domain values: with exponents up to max(cost) / epsilon, a plan
 # entry carries log_domain_atol(...) as a relative error; atol values of 1e-5 and above on plans

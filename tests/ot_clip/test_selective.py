@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxlab.ot_clip import selective
-from tests.tolerances import EPS32
+from tests.support.tolerances import EPS32
 
 
 def test_risk_coverage_and_aurc_by_hand():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxlab.ot_clip import similarity
-from tests.tolerances import ops_rtol
+from tests.support.tolerances import ops_rtol
 
 
 def test_similarity_is_cosine_and_cost_is_one_minus_it(rng):

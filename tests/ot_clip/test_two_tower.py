@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxlab.ot_clip.two_tower import TwoTower
-from tests.tolerances import ops_rtol
+from tests.support.tolerances import ops_rtol
 
 
 def _init(**kw):

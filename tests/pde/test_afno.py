@@ -11,7 +11,7 @@ from scipy.special import erf
 from jaxlab.errors import InputError
 from jaxlab.pde.afno import AFNO2D, afno2d
 from jaxlab.pde.afno_haiku import HkAFNO2D
-from tests.tolerances import ops_rtol
+from tests.support.tolerances import ops_rtol
 
 
 def _numpy_afno(x, w1, b1, w2, b2, modes):

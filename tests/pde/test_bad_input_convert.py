@@ -18,8 +18,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from jaxlab.pde.convert import convert_state_dict, load_torch_checkpoint  # noqa: E402
-from tests.bad_input import assert_one_clear_line  # noqa: E402
-from tests.pde.fixtures import load, model_from_config  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.pde import load, model_from_config  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 

@@ -28,7 +28,7 @@ from jaxlab.pde.layers import get_activation, group_norm  # noqa: E402
 from jaxlab.pde.sizes import make_dpot  # noqa: E402
 from jaxlab.experiment import task_context  # noqa: E402
 from jaxlab.tasks import make_task  # noqa: E402
-from tests.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 KEY = jax.random.key(0)

@@ -13,7 +13,7 @@ import pytest
 from jaxlab.errors import InputError
 from jaxlab.pde.convert import convert_state_dict, expected_torch_shapes, load_torch_checkpoint, params_to_state_dict
 
-from .fixtures import load, model_from_config
+from tests.support.pde import load, model_from_config
 
 
 @pytest.fixture(scope="module")

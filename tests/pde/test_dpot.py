@@ -10,7 +10,7 @@ from jaxlab.pde.convert import convert_state_dict, params_to_state_dict
 from jaxlab.pde.dpot import DPOT, count_params, init_params
 from jaxlab.pde.losses import relative_l2_loss
 
-from .fixtures import NAMES, assert_rel_close, load, model_from_config
+from tests.support.pde import NAMES, assert_rel_close, load, model_from_config
 
 LITERAL = dict(fuse_embedding=False)
 SCAN_REMAT = dict(scan_blocks=True, remat=True)

@@ -7,7 +7,7 @@ import pytest
 
 from jaxlab.errors import InputError
 from jaxlab.pde.fno import FNO2d, spectral_conv2d
-from tests.tolerances import ops_rtol
+from tests.support.tolerances import ops_rtol
 
 
 def _wave(n, kx, ky):

@@ -7,7 +7,7 @@ import pytest
 
 from jaxlab.errors import InputError
 from jaxlab.pde.losses import add_denoising_noise, make_loss_fn, relative_l2_loss
-from tests.tolerances import ops_rtol
+from tests.support.tolerances import ops_rtol
 
 
 def _numpy_loss(pred, y, mask=None):

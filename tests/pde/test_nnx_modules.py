@@ -1,7 +1,7 @@
 """The NNX DPOT, DPOT block, AFNO2D and FNO2d against the linen modules: parameter tree, outputs, training.
 
 Run op by op, both call the same pure functions on the same arrays: bit-equal by construction
-(tests/nnx_training.py). Small shapes: an 8x8 grid, width 16.
+(tests/support/nnx_training.py). Small shapes: an 8x8 grid, width 16.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from jaxlab.pde import AFNO2D, DPOT, DPOTBlock, FNO2d, dpot_state_shardings
 from jaxlab.pde import nnx as pde_nnx
 from jaxlab.sharding import path_name
 from jaxlab.train import make_mesh
-from tests.nnx_training import linen_params, load, train_both
-from tests.pde.fixtures import DPOT_STEP_OPS
-from tests.tolerances import assert_close_to_scale, ops_rtol
+from tests.support.nnx_training import linen_params, load, train_both
+from tests.support.pde import DPOT_STEP_OPS
+from tests.support.tolerances import assert_close_to_scale, ops_rtol
 
 TINY = dict(img_size=8, patch_size=2, in_channels=2, out_channels=2, in_timesteps=3, embed_dim=16, depth=2,
             n_blocks=2, modes=2, out_layer_dim=8)

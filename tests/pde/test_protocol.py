@@ -22,7 +22,7 @@ from jaxlab.optim.schedules import onecycle, onecycle_momentum
 from jaxlab.pde.data import generator
 from jaxlab.pde.losses import add_denoising_noise
 from jaxlab.tasks.pde_data import channels_of, evaluation_data, load_datasets
-from tests.tolerances import ops_rtol
+from tests.support.tolerances import ops_rtol
 
 STEPS = 10  # OneCycle over 10 steps at pct_start 0.2: warm-up to step 1, peak, cosine down to step 9
 EPS32 = float(np.finfo(np.float32).eps)

@@ -17,9 +17,9 @@ from jaxlab.pde.sharding import dpot_state_shardings
 from jaxlab.pde.sizes import make_dpot
 from jaxlab.train import TrainState, make_mesh, make_train_step
 
-from tests.tolerances import ops_rtol, steps_tol
+from tests.support.tolerances import ops_rtol, steps_tol
 
-from .fixtures import DPOT_STEP_OPS, load
+from tests.support.pde import DPOT_STEP_OPS, load
 
 
 def _adam():

@@ -112,7 +112,7 @@ def test_the_task_and_its_evaluation_run_on_the_ale_py_backend():
   np.testing.assert_array_equal(data.replay.experience.frame[:, 0], env.initial)
   eval_env = make_atari("Pong", num_envs=2, seeds=(3,), sticky_action_prob=0.0, max_episode_steps=40,
                         backend="ale_py")
-  q = lambda params, obs: jnp.zeros((obs.shape[0], eval_env.num_actions)).at[:, 0].set(1.0)  # noqa: E731  NOOP
+  q = lambda params, obs, key: jnp.zeros((obs.shape[0], eval_env.num_actions)).at[:, 0].set(1.0)  # noqa: E731  NOOP
   play = jax.jit(make_play(eval_env, q, max_steps=1000))
   first, second = (jax.device_get(play(None, jax.random.key(k), 0.0)) for k in (0, 1))
   assert int(first["eval_episodes"]) == 2 and int(first["eval_steps_run"]) == 40

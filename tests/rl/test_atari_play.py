@@ -17,7 +17,7 @@ from jaxlab.rl.atari_play import EVAL_EPSILON, eval_settings, make_play, noop_co
 from jaxlab.tasks import make_task
 from jaxlab.train.loop import make_evaluate
 from jaxlab.train.state import TrainState
-from tests.rl.scripted_atari import ScriptedAtari, leading_noops
+from tests.support.scripted_atari import ScriptedAtari, leading_noops
 
 pytest.importorskip("envpool")
 

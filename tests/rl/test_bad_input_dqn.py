@@ -22,7 +22,7 @@ from configs import dqn_minatar as dqn_config  # noqa: E402
 from jaxlab.rl import dqn  # noqa: E402
 from jaxlab.experiment import task_context  # noqa: E402
 from jaxlab.tasks import make_task  # noqa: E402
-from tests.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 

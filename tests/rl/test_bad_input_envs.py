@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from jaxlab.rl import dqn  # noqa: E402
 from jaxlab.rl.envs import ENVS, make_env  # noqa: E402
 from jaxlab.rl.replay import TimeStep, make_replay  # noqa: E402
-from tests.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 N = 2  # environments

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from jaxlab.rl.networks import QNetwork  # noqa: E402
 from jaxlab.rl.networks_encoders import MinAtarEncoder  # noqa: E402
 from jaxlab.rl.networks_tokens import PerPatch  # noqa: E402
-from tests.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 KEY = jax.random.key(0)

@@ -13,7 +13,7 @@ from jaxlab.rl import diagnostics
 from jaxlab.rl.networks import QNetwork
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.experiment import train
-from tests.bad_input import assert_one_clear_line
+from tests.support.bad_input import assert_one_clear_line
 
 
 def _scores_reference(a: np.ndarray) -> np.ndarray:

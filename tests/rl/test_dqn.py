@@ -13,7 +13,7 @@ from jaxlab.errors import InputError
 from jaxlab.rl import dqn
 from jaxlab.rl.envs import make_env
 from jaxlab.rl.networks import QNetwork
-from tests.tolerances import ops_rtol, steps_tol
+from tests.support.tolerances import ops_rtol, steps_tol
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.train.state import make_init_fn
 from jaxlab.experiment import task_context

@@ -1,9 +1,6 @@
 """The Atari DQN task: a tiny run through the command line, its episode bookkeeping, a new pool's restart."""
 
 import json
-import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -19,8 +16,6 @@ from jaxlab.train.mesh import make_mesh
 from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 def _tiny(**overrides):
   c = dqn_atari.get_config("tiny")
@@ -30,10 +25,9 @@ def _tiny(**overrides):
   return c
 
 
-def test_tiny_cli_run_trains_on_pong(tmp_path):
-  env = dict(os.environ, XLA_FLAGS="")  # the machine's one CPU device: envpool's XLA route (step_via auto)
-  p = subprocess.run([sys.executable, "-m", "jaxlab.main", "--config=configs/dqn_atari.py:tiny",
-                      f"--workdir={tmp_path}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+def test_tiny_cli_run_trains_on_pong(cli, tmp_path):
+  # the machine's one CPU device: envpool's XLA route (step_via auto)
+  p = cli.main("--config=configs/dqn_atari.py:tiny", f"--workdir={tmp_path}", timeout=600)
   assert p.returncode == 0, p.stderr[-3000:]
   assert "DQN Atari Pong, softmoe head" in p.stdout and "frames_per_sec" in p.stdout
   rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]

@@ -3,9 +3,6 @@ DER's schedule as Dopamine's Atari 100k loop counts it, terminal on life loss wi
 no-op starts of training games, and tiny training runs of the Rainbow presets."""
 
 import json
-import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -21,9 +18,7 @@ from jaxlab.tasks.dqn_atari import empty_data, make_env_step
 from jaxlab.experiment import task_context, train
 from jaxlab.tasks import make_task
 from jaxlab.train.loop import _calls, _crossed
-from tests.rl.scripted_atari import ScriptedAtari, leading_noops
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.scripted_atari import ScriptedAtari, leading_noops
 
 # Every value each preset sets, as Dopamine's configs have it (docs/methods/soft_moe_rl.md, the
 # protocol tables, cite file:line). Counts are agent steps. num_steps = updates.
@@ -215,12 +210,10 @@ def test_a_lost_life_ends_the_agents_episode_but_not_the_game():
   assert np.all(ok)
 
 
-def test_der_tiny_cli_run_trains(tmp_path):
+def test_der_tiny_cli_run_trains(cli, tmp_path):
   """The documented command in a fresh one-device process (envpool's XLA route): ~36 s of CPU on this
   2-core machine, nearly all compiling C51 + the noisy dueling head + 10-step sampling."""
-  env = dict(os.environ, XLA_FLAGS="")
-  p = subprocess.run([sys.executable, "-m", "jaxlab.main", "--config=configs/dqn_atari.py:der,tiny",
-                      f"--workdir={tmp_path}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  p = cli.main("--config=configs/dqn_atari.py:der,tiny", f"--workdir={tmp_path}", timeout=600)
   assert p.returncode == 0, p.stderr[-3000:]
   rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
   last = rows[-1]

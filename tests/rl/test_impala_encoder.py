@@ -10,8 +10,8 @@ import pytest
 from jaxlab.errors import InputError
 from jaxlab.rl.impala_encoder import ImpalaEncoder
 from jaxlab.rl.networks import QNetwork, count_params
-from tests.export_helpers import ACCELERATORS, export_for
-from tests.tolerances import assert_close_to_scale, ops_rtol
+from tests.support.export import ACCELERATORS, export_for
+from tests.support.tolerances import assert_close_to_scale, ops_rtol
 
 _ATARI = (84, 84, 4)
 

@@ -11,8 +11,8 @@ import pytest
 from jaxlab.errors import InputError
 from jaxlab.rl.networks import QNetwork, count_params, param_count
 from jaxlab.rl.networks_tokens import per_conv, per_feat
-from tests.export_helpers import ACCELERATORS, export_for
-from tests.tolerances import assert_close_to_scale, ops_rtol
+from tests.support.export import ACCELERATORS, export_for
+from tests.support.tolerances import assert_close_to_scale, ops_rtol
 
 _MINATAR = (10, 10, 4)
 

@@ -16,7 +16,7 @@ from jaxlab.moe import experts as experts_lib
 from jaxlab.tasks.dqn_config import q_network_from_config
 from jaxlab.rl.networks import ACTIVATIONS, QNetwork, param_count, scaled_single_expert
 from jaxlab.rl.networks_tokens import per_conv
-from tests.bad_input import assert_one_clear_line
+from tests.support.bad_input import assert_one_clear_line
 
 OBS_SHAPE = (10, 10, 4)  # MinAtar Breakout: the encoder gives m = 100 tokens of d = 16
 M, D, A = 100, 16, 6

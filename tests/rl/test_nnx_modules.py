@@ -1,7 +1,7 @@
 """The NNX Q-network and its parts against the linen modules: parameter tree, outputs, noise, training.
 
 Run op by op, both call the same functions on the same arrays: bit-equal by construction
-(tests/nnx_training.py). Noise: the two draw their keys differently (linen from ``apply``'s
+(tests/support/nnx_training.py). Noise: the two draw their keys differently (linen from ``apply``'s
 "noise" RNG and the layer's scope, NNX from its stream), so the noisy tests give the NNX layers
 the keys the linen layers drew, recorded at ``jaxlab.rl.rainbow_layers.noisy_dense``, which both call.
 """
@@ -22,7 +22,7 @@ from jaxlab.rl import ImpalaEncoder, QNetwork, RainbowHead, networks, rainbow_la
 from jaxlab.rl import nnx as rl_nnx
 from jaxlab.rl.networks_encoders import MinAtarEncoder, NatureEncoder
 from jaxlab.rl.rainbow_layers import NoisyDense
-from tests.nnx_training import linen_params, load, mean_square, train_both
+from tests.support.nnx_training import linen_params, load, mean_square, train_both
 
 MINATAR = (10, 10, 4)
 NOISE_INIT = {"params": jax.random.key(1), "noise": jax.random.key(2)}

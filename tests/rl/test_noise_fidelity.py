@@ -15,7 +15,7 @@ from jaxlab.rl.agent_loss import AgentNetwork
 from jaxlab.rl.distributional import c51_support
 from jaxlab.rl.networks import QNetwork, param_count
 from jaxlab.rl.rainbow_layers import NoisyDense
-from tests.tolerances import assert_close_to_scale
+from tests.support.tolerances import assert_close_to_scale
 
 PONG_ACTIONS = 6
 ATARI = (84, 84, 4)

@@ -11,7 +11,7 @@ import pytest
 
 from jaxlab.errors import InputError
 from jaxlab.rl.replay import ReplayState, TimeStep, make_replay
-from tests.tolerances import EPS32
+from tests.support.tolerances import EPS32
 
 
 def _step(t: int, num_envs: int) -> TimeStep:

@@ -12,8 +12,8 @@ from jaxlab.rl import priorities
 from jaxlab.rl.replay import TimeStep, make_replay
 from jaxlab.rl.replay_frames import FrameStep, make_frame_replay
 
-from tests.rl.test_replay_frames import S, _check_against_reference
-from tests.rl.test_replay_frames import _fill as _frame_fill
+from tests.support.replay_frames import S, check_against_reference
+from tests.support.replay_frames import fill as frame_fill
 
 
 def _steps(replay, t, done=False):
@@ -100,13 +100,13 @@ def _valid_slots(replay, state):
 def test_frame_replay_prioritises_exactly_the_valid_transitions(steps):
   replay = make_frame_replay(24, 2, 16, min_size=4, frame_shape=(2, 3), stack_size=S, prioritized=True)
   firsts = [t % 5 == 0 for t in range(steps)]  # an episode every 5 steps
-  state = _frame_fill(replay, firsts)
+  state = frame_fill(replay, firsts)
   values = np.asarray(state.priorities.levels[0])
   assert set(np.flatnonzero(values).tolist()) == _valid_slots(replay, state)
 
   batch = replay.sample(state, jax.random.key(1))
   np.testing.assert_array_equal(batch.weight, 1.0)
-  _check_against_reference(replay, state, batch, steps)  # stacks, no boundary crossed
+  check_against_reference(replay, state, batch, steps)  # stacks, no boundary crossed
   env, step = np.divmod(np.asarray(batch.action), 1000)
   np.testing.assert_array_equal(batch.index, env * replay.slots_per_env + step % replay.slots_per_env)
   np.testing.assert_allclose(batch.importance, 1.0, rtol=1e-6)
@@ -119,7 +119,7 @@ def test_frame_replay_prioritises_exactly_the_valid_transitions(steps):
 
 def test_frame_replay_draws_in_proportion_and_weights_by_probability():
   replay = make_frame_replay(24, 1, 32, min_size=4, frame_shape=(2, 3), stack_size=S, prioritized=True)
-  state = _frame_fill(replay, [False] * 10)  # slots 0..8 valid
+  state = frame_fill(replay, [False] * 10)  # slots 0..8 valid
   state = replay.update_priorities(state, jnp.asarray([2]), jnp.asarray([99.0]))  # priority 10 against 1s
   batch = replay.sample(state, jax.random.key(0))
   index = np.asarray(batch.index)
@@ -132,7 +132,7 @@ def test_frame_replay_draws_in_proportion_and_weights_by_probability():
 
 def test_uniform_frame_replay_is_unchanged():
   replay = make_frame_replay(24, 2, 16, min_size=4, frame_shape=(2, 3), stack_size=S)
-  state = _frame_fill(replay, [t % 5 == 0 for t in range(12)])
+  state = frame_fill(replay, [t % 5 == 0 for t in range(12)])
   assert state.priorities is None
   batch = replay.sample(state, jax.random.key(1))
   assert batch.importance is None and batch.index is None

@@ -4,8 +4,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -21,21 +19,17 @@ from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 from jaxlab.experiment import train
 from jaxlab.train.workdir_files import write_workdir_files
-from tests.ot_clip.data.conftest import embedding_arrays, write_image_folder
+from tests.support.clip_data import embedding_arrays, write_image_folder
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ZERO_SHOT = ("zero_shot_accuracy", "ot_zero_shot_accuracy", "aurc_plan", "selective_risk_plan",
              "selective_risk_partial_ot", "lt_zero_shot_accuracy", "lt_ot_uniform_accuracy", "lt_ot_prior_accuracy")
 RETRIEVAL = ("i2t_recall_at_1", "t2i_recall_at_1")
 
 
-def test_tiny_config_trains_on_an_image_folder_through_the_command_line(tmp_path):
+def test_tiny_config_trains_on_an_image_folder_through_the_command_line(cli, tmp_path):
   data, workdir = tmp_path / "pairs", tmp_path / "run"
   write_image_folder(data, num_images=40)
-  env = {**os.environ, "XLA_FLAGS": "", "PYTHONPATH": REPO}  # the CLI sees the machine's real devices
-  p = subprocess.run([sys.executable, "-m", "jaxlab.main", "--config=configs/clip_files.py:tiny",
-                      f"--config.data.dir={data}", f"--workdir={workdir}"],
-                     cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  p = cli.main("--config=configs/clip_files.py:tiny", f"--config.data.dir={data}", f"--workdir={workdir}")
   assert p.returncode == 0, p.stderr[-3000:]
   assert "32 train / 8 test image-caption pairs" in p.stdout and "4 classes" in p.stdout
   rows = [json.loads(line) for line in open(workdir / "metrics.jsonl")]

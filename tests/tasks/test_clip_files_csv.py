@@ -2,27 +2,18 @@
 
 import json
 import math
-import os
-import subprocess
-import sys
 
-from tests.ot_clip.data.conftest import write_open_clip_csv
-from tests.guide_blocks import guide_block
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
+from tests.support.clip_data import write_open_clip_csv
+from tests.support.guide_blocks import guide_block
 
 def guide_open_clip_block() -> str:
   """The guide's bash block that trains on open_clip's CSV (``data.csv_format=open_clip``)."""
   return guide_block("ot_clip.md", "csv_format=open_clip")
 
 
-def test_the_guides_command_trains_on_open_clips_default_csv_from_the_launch_folder(tmp_path):
+def test_the_guides_command_trains_on_open_clips_default_csv_from_the_launch_folder(cli, tmp_path):
   write_open_clip_csv(tmp_path, num_images=40)  # filepath<TAB>title<TAB>url, paths relative to tmp_path
-  env = {**os.environ, "XLA_FLAGS": "", "PYTHONPATH": REPO,  # the machine's devices, as a user runs it
-         "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
-  p = subprocess.run(["bash", "-c", guide_open_clip_block()], cwd=tmp_path, env=env, capture_output=True,
-                     text=True, timeout=300)
+  p = cli.bash(guide_open_clip_block(), cwd=tmp_path)
   assert p.returncode == 0, p.stderr[-3000:]
   assert "32 train / 8 test image-caption pairs from ./train.csv, 0 classes" in p.stdout, p.stdout[-3000:]
   assert "columns ignored: url" in p.stdout

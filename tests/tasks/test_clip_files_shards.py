@@ -2,30 +2,21 @@
 
 import json
 import math
-import os
-import subprocess
-import sys
 
-from tests.ot_clip.data.shard_files import write_shards
-from tests.guide_blocks import guide_block
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
+from tests.support.clip_shards import write_shards
+from tests.support.guide_blocks import guide_block
 
 def guide_shards_block() -> str:
   """The guide's bash block that trains on shards."""
   return guide_block("ot_clip.md", "data.train_shards")
 
 
-def test_the_guides_shards_command_trains_on_tarwriter_shards(tmp_path):
+def test_the_guides_shards_command_trains_on_tarwriter_shards(cli, tmp_path):
   def edit(i, sample):  # one failed download, as img2dataset leaves it
     return {"__key__": sample["__key__"], "json": sample["json"]} if i == 13 else sample
   write_shards(tmp_path / "data", num_shards=4, per_shard=10, ext="mixed", edit=edit)
   workdir = tmp_path / "run"
-  env = {**os.environ, "XLA_FLAGS": "", "PYTHONPATH": REPO, "DATA": str(tmp_path / "data"), "WORKDIR": str(workdir),
-         "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
-  p = subprocess.run(["bash", "-c", guide_shards_block()], cwd=REPO, env=env, capture_output=True, text=True,
-                     timeout=300)
+  p = cli.bash(guide_shards_block(), env={"DATA": str(tmp_path / "data"), "WORKDIR": str(workdir)})
   assert p.returncode == 0, p.stderr[-3000:]
   assert "31 train / 8 test image-caption pairs from 4 webdataset shards" in p.stdout, p.stdout
   assert "1 samples skipped (1 no image, 0 no caption, 0 empty caption)" in p.stdout

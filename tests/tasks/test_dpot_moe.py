@@ -16,8 +16,8 @@ from jaxlab.tasks.pde_data import channels_of
 from jaxlab.tasks.pde_model import build_model
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.experiment import train
-from tests.pde.fixtures import DPOT_STEP_OPS
-from tests.tolerances import steps_tol
+from tests.support.pde import DPOT_STEP_OPS
+from tests.support.tolerances import steps_tol
 
 STEPS = 4
 

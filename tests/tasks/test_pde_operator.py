@@ -1,8 +1,8 @@
 """The pde_operator task (DPOT / FNO on generated PDE data) through the trainer.
 
 Tiny configs (32^2, 3 input frames, 8 steps); data are generated once per module into a
-temporary cache. Identical programs compile once: a module-scoped persistent compilation cache
-(in a temporary folder) serves the repeated runs (kill + resume, fine-tuning).
+temporary cache. Identical programs compile once: the suite's persistent compilation cache
+(tests/conftest.py) serves the repeated runs (kill + resume, fine-tuning).
 """
 
 from __future__ import annotations
@@ -23,25 +23,10 @@ from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.experiment import train
-from tests.pde.fixtures import DPOT_STEP_OPS
-from tests.tolerances import assert_close_to_scale, ops_rtol, steps_tol
+from tests.support.pde import DPOT_STEP_OPS
+from tests.support.tolerances import assert_close_to_scale, ops_rtol, steps_tol
 
 STEPS = 8
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compilation_cache(tmp_path_factory):
-  from jax.experimental.compilation_cache import compilation_cache as cc
-  before = {k: getattr(jax.config, k) for k in ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
-                                                  "jax_persistent_cache_min_entry_size_bytes")}
-  cc.reset_cache()
-  jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("jax_cache")))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-  yield
-  for k, v in before.items():
-    jax.config.update(k, v)
-  cc.reset_cache()
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ from jaxlab.train.checkpoint import Checkpointer  # noqa: E402
 from jaxlab.experiment import runs_from_config  # noqa: E402
 from jaxlab.experiment import train  # noqa: E402
 from jaxlab.experiment.validate import validate_trainer_config  # noqa: E402
-from tests.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 

@@ -23,8 +23,8 @@ from jaxlab.errors import InputError
 from jaxlab.train.precision import cast_floats, compute_dtype, float_dtype
 from jaxlab.train.step import train_step_fn
 from jaxlab.experiment import build_state_init, task_context, train
-from tests.ot_clip.data.conftest import write_image_folder
-from tests.tolerances import BF16_LOSS_RTOL
+from tests.support.clip_data import write_image_folder
+from tests.support.tolerances import BF16_LOSS_RTOL
 
 STEPS = 3  # bfloat16 steps that must stay finite (the first one is compared with float32)
 
@@ -73,9 +73,8 @@ def _matmuls(jaxpr):
 
 
 def _compile(fn, *args):
-  """``jax.jit(fn)`` compiled for ``args`` at XLA:CPU's lowest backend optimisation: these tiny programs
-  run a few times, so LLVM's optimisation would cost more than it saves (same HLO, same arithmetic)."""
-  return jax.jit(fn).trace(*args).lower().compile({"xla_backend_optimization_level": 0})
+  """``jax.jit(fn)`` compiled for ``args`` (with the suite's compile-time settings, tests/support/xla.py)."""
+  return jax.jit(fn).trace(*args).lower().compile()
 
 
 def _losses(name, cache):

@@ -9,18 +9,17 @@ import time
 
 import numpy as np
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "preemption_worker.py")
+SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")  # the worker scripts
+WORKER = os.path.join(SUPPORT, "preemption_worker.py")
 
 
-def _start(workdir, out):
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one CPU device
-  return subprocess.Popen([sys.executable, WORKER, str(workdir), str(out)], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _start(cli, workdir, out):
+  return cli.popen([sys.executable, WORKER, str(workdir), str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def test_sigterm_saves_and_the_rerun_resumes_bit_identically(tmp_path):
+def test_sigterm_saves_and_the_rerun_resumes_bit_identically(cli, tmp_path):
   workdir = tmp_path / "run"
-  proc = _start(workdir, tmp_path / "first.npz")
+  proc = _start(cli, workdir, tmp_path / "first.npz")
   metrics = workdir / "metrics.jsonl"
   deadline = time.time() + 240
   while time.time() < deadline and proc.poll() is None:  # wait until it is training
@@ -35,11 +34,11 @@ def test_sigterm_saves_and_the_rerun_resumes_bit_identically(tmp_path):
   saved = sorted(int(d) for d in os.listdir(workdir / "checkpoints") if d.isdigit())
   assert saved[-1] == first["steps"]  # a checkpoint at the step it stopped, not the last multiple
 
-  resumed = _start(workdir, tmp_path / "resumed.npz")
+  resumed = _start(cli, workdir, tmp_path / "resumed.npz")
   out, err = resumed.communicate(timeout=600)
   assert resumed.returncode == 0, err[-3000:]
   assert json.loads(out.strip().splitlines()[-1])["steps"] == 1500
-  straight = _start(tmp_path / "straight", tmp_path / "straight.npz")
+  straight = _start(cli, tmp_path / "straight", tmp_path / "straight.npz")
   out, err = straight.communicate(timeout=600)
   assert straight.returncode == 0, err[-3000:]
   a, b = np.load(tmp_path / "resumed.npz"), np.load(tmp_path / "straight.npz")
@@ -52,16 +51,17 @@ def test_sigterm_saves_and_the_rerun_resumes_bit_identically(tmp_path):
 # Ctrl-C: the first SIGINT saves like SIGTERM, a second one stops at once; the handlers are the
 # trainer's only while it trains.
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SLOW_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_digits_config.py")
+SLOW_CONFIG = os.path.join(SUPPORT, "slow_digits_config.py")
 
 
-def _cli(*args, stderr=subprocess.PIPE):
-  env = {**os.environ, "PYTHONPATH": REPO, "XLA_FLAGS": ""}  # one CPU device
+def _ctrl_c_able(cli, command, stderr=subprocess.PIPE):
   # A terminal's Ctrl-C: SIGINT not ignored, even where pytest runs as a background job.
-  return subprocess.Popen([sys.executable, "-m", "jaxlab.main", *args], cwd=REPO, env=env,
-                          stdout=subprocess.PIPE, stderr=stderr, text=True,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  return cli.popen(command, stdout=subprocess.PIPE, stderr=stderr,
+                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _main(cli, *args, stderr=subprocess.PIPE):
+  return _ctrl_c_able(cli, [sys.executable, "-m", "jaxlab.main", *args], stderr=stderr)
 
 
 def _wait_for_lines(proc, metrics, lines):
@@ -73,11 +73,11 @@ def _wait_for_lines(proc, metrics, lines):
   raise AssertionError(f"no {lines} metrics lines; exit code {proc.poll()}")
 
 
-def test_ctrl_c_once_saves_the_current_step_twice_stops_at_once(tmp_path):
+def test_ctrl_c_once_saves_the_current_step_twice_stops_at_once(cli, tmp_path):
   workdir = tmp_path / "run"
   args = (f"--config={SLOW_CONFIG}", f"--workdir={workdir}")  # batches of 0.3 s: signals land mid-run
   metrics = workdir / "metrics.jsonl"
-  proc = _cli(*args)
+  proc = _main(cli, *args)
   _wait_for_lines(proc, metrics, 1)
   proc.send_signal(signal.SIGINT)
   stdout, stderr = proc.communicate(timeout=240)
@@ -93,7 +93,7 @@ def test_ctrl_c_once_saves_the_current_step_twice_stops_at_once(tmp_path):
   lines = metrics.read_text().count("\n")
   log = tmp_path / "resumed.stderr"
   with open(log, "w") as stderr_file:  # the same command resumes; two Ctrl-C stop it at once, without saving
-    resumed = _cli(*args, stderr=stderr_file)
+    resumed = _main(cli, *args, stderr=stderr_file)
     _wait_for_lines(resumed, metrics, lines + 1)
     resumed.send_signal(signal.SIGINT)
     deadline = time.time() + 60
@@ -139,17 +139,15 @@ def test_signal_handlers_are_the_callers_again_after_train(tmp_path):
   assert installed == [before[0]]
 
 
-STARTUP_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "startup_sigint_worker.py")
+STARTUP_WORKER = os.path.join(SUPPORT, "startup_sigint_worker.py")
 
 
-def test_ctrl_c_during_start_up_is_exit_130_with_one_line_never_a_crash(tmp_path):
+def test_ctrl_c_during_start_up_is_exit_130_with_one_line_never_a_crash(cli, tmp_path):
   """A Ctrl-C while the config loads or the task builds stops at the next safe point (exit 130);
   one while the first step compiles is the first Ctrl-C of training (saves, exit 0)."""
-  env = {**os.environ, "PYTHONPATH": REPO, "XLA_FLAGS": ""}  # one CPU device
-  procs = {point: subprocess.Popen(
-      [sys.executable, STARTUP_WORKER, point, "--config=configs/digits_mlp.py:tiny", f"--workdir={tmp_path / point}"],
-      cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) for point in ("config", "setup", "step")}
+  procs = {point: _ctrl_c_able(cli, [sys.executable, STARTUP_WORKER, point, "--config=configs/digits_mlp.py:tiny",
+                                     f"--workdir={tmp_path / point}"])
+           for point in ("config", "setup", "step")}
   for point, proc in procs.items():
     stdout, stderr = proc.communicate(timeout=240)
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (point, stderr[-3000:])

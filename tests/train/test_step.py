@@ -11,7 +11,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jaxlab.errors import InputError
 from jaxlab.train import TrainState, batch_sharding, make_mesh, make_train_step, tree_shardings
-from tests.tolerances import ops_rtol
+from tests.support.tolerances import ops_rtol
 
 # The linear problem's loss: 32 squared errors of 4-term dot products, their mean.
 LOSS_RTOL = ops_rtol(4 + 1 + 32)

@@ -16,7 +16,6 @@ Also: the composition config's DPOT with a Soft-MoE mixer on a (data 2 x model 2
 
 from __future__ import annotations
 
-import math
 import os
 
 import jax
@@ -24,11 +23,8 @@ import pytest
 
 from benchmarks.rl_study_cells import cell_config as _rl_cell
 from jaxlab.config_files import load_config
-from jaxlab.train.checkpoint import abstract_like
-from jaxlab.experiment import runs_from_config
-from jaxlab.experiment import make_train_setup
-from tests.export_helpers import BARRIER, export_for
-from tests.ot_clip.data.conftest import write_image_folder
+from tests.support.export import BARRIER, export_train_step
+from tests.support.clip_data import write_image_folder
 
 
 def _study_cell(spec: str, cell: str, game: str | None = None):
@@ -56,25 +52,6 @@ def _load(name: str, data_dir: str):
   return config
 
 
-def export_train_step(config):
-  """``(exported, setup)``: the trainer's step program for ``config`` exported for cuda and tpu.
-
-  Vmapped runs are sharded over "data", so a study's cell (2 or 4 runs) gets as many of the 8
-  devices as its runs divide; every other config gets all 8.
-  """
-  runs = runs_from_config(config)
-  devices = jax.devices()[:math.gcd(runs.size, len(jax.devices()))] if runs is not None else None
-  setup = make_train_setup(config, devices)
-  k = config.steps_per_call
-  step = setup.train_step(k)
-  args = [abstract_like(setup.abstract_state, setup.state_sharding), None]
-  if step.takes_batch:
-    args[1] = abstract_like(step.batch_spec, jax.tree.map(lambda _: setup.batch_sharding(k), step.batch_spec))
-  with jax.set_mesh(setup.mesh):  # as the trainer calls it
-    exported = export_for(step.jitted, *args)
-  return exported, setup
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
   return str(tmp_path_factory.mktemp("pde_data"))
@@ -94,9 +71,11 @@ def test_train_step_exports_for_cuda_and_tpu(name, data_dir):
 
 
 def test_quickstart_suite_is_made_of_exported_configs():
-  from tests.train.test_task_contract import CONTRACT  # pylint: disable=import-outside-toplevel
+  # every shipped task's own tiny config is exported by test_task_contract.py (which covers each one)
+  from jaxlab.train.task import TASKS  # pylint: disable=import-outside-toplevel
+  shipped = {name for name in TASKS.names() if TASKS.target(name).startswith("jaxlab.")}
   for name, experiment in load_config("quickstart:tiny").experiments.items():
-    assert f"{name}:tiny" in CONFIGS or experiment.task in CONTRACT
+    assert f"{name}:tiny" in CONFIGS or experiment.task in shipped
     assert experiment.to_dict() == load_config(f"{name}:tiny").to_dict()
 
 

@@ -13,7 +13,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from jaxlab.errors import InputError
 from jaxlab.optim import momo_adam
 from jaxlab.train import TrainState, make_mesh, make_train_step, tree_shardings
-from tests.tolerances import steps_tol
+from tests.support.tolerances import steps_tol
 
 # One step of the MLP below, per parameter: a 6-term and a 16-term dot, tanh, a mean over up to
 # 64 samples, the same backwards and the optimizer's few operations: ~100 rounded operations.

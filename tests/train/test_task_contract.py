@@ -11,7 +11,7 @@ Each task in ``TASKS`` trains here at tiny size through the trainer, and must:
 * come back with ``jaxlab.load_run``: its ``evaluate()`` equals what ``metrics.jsonl`` logged.
 
 A task jaxlab registers without an entry in ``CONTRACT`` fails ``test_every_shipped_task_is_covered``:
-covering a new task is one line here (the config that trains it at tiny size).
+covering a new task is one line there (``tests/support/task_contract.py``: the config that trains it at tiny size).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import json
 import math
 import os
 import shutil
-from typing import Callable
 
 import chex
 import jax
@@ -32,39 +31,10 @@ from jaxlab.config_files import load_config
 from jaxlab.train.mesh import make_mesh
 from jaxlab.train.task import TASKS
 from jaxlab.experiment import train
-from tests.ot_clip.data.conftest import write_image_folder
-from tests.tolerances import steps_tol
-from tests.export_helpers import BARRIER
-from tests.train.test_step_export import export_train_step
+from tests.support.tolerances import steps_tol
+from tests.support.export import BARRIER, export_train_step
+from tests.support.task_contract import CONTRACT, EXAMPLE
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                       "configs", "examples", "robust_regression.py")
-
-
-def _clip_files(data_dir: str):
-  config = load_config("clip_files:tiny")
-  config.data.dir = os.path.join(data_dir, "pairs")
-  write_image_folder(config.data.dir, num_images=40)
-  return config
-
-
-def _pde(data_dir: str):
-  config = load_config("dpot_pde:tiny")
-  config.data.cache_dir = data_dir  # generated PDE data, never in a user's cache
-  return config
-
-
-#: task -> (data_dir -> its tiny config, roundings per parameter and step for the vmapped-vs-single
-#: comparison (``tests.tolerances.steps_tol``)).
-CONTRACT: dict[str, tuple[Callable[[str], object], int]] = {
-    "digits_classification": (lambda _: load_config("digits_mlp:tiny"), 150),
-    "digits_two_tower": (lambda _: load_config("digits_clip:tiny"), 400),
-    "clip_files": (_clip_files, 400),
-    "dqn_minatar": (lambda _: load_config("dqn_minatar:tiny"), 2000),
-    "dqn_atari": (lambda _: load_config("dqn_atari:tiny"), 2000),
-    "pde_operator": (_pde, 2000),
-    "huber_regression": (lambda _: load_config(f"{EXAMPLE}:tiny"), 60),  # a user's own task, from its config file
-}
 #: Tasks whose resume is not bit-identical by design (each says why): the resume must still run to the end.
 RESUME_NOT_EXACT = {"dqn_atari": "the emulators live in envpool's host pool, not in the checkpoint: a resumed "
                                  "run restarts its episodes (jaxlab/tasks/dqn_atari.py)"}

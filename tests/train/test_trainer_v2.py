@@ -1,8 +1,6 @@
 """The trainer of Foundation v2: device data, runs, steps per call, evaluation schedule, summaries."""
 
 import json
-import os
-import subprocess
 import sys
 
 import chex
@@ -18,14 +16,13 @@ from jaxlab.train import TASKS, Task
 from jaxlab.experiment import trainer_config
 from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.experiment import train
-from tests.tolerances import ops_rtol, steps_tol
+from tests.support.tolerances import ops_rtol, steps_tol
 
 # digits_mlp:tiny, per parameter and step: dot products over 64 pixels and 32 hidden units, a mean
 # over a batch of 32, Adam: ~150 rounded operations. Two programs running the same steps (vmapped,
 # scanned, sharded over a mesh, with a traced rate) agree to the rounding of each step, carried on.
 MLP_STEP_OPS = 150
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _mlp(**overrides):
@@ -192,11 +189,11 @@ def test_steps_per_sec_excludes_compilation(tmp_path):
 
 # --- registry and imports ---------------------------------------------------------------------
 
-def test_importing_the_trainer_imports_no_method_package():
+def test_importing_the_trainer_imports_no_method_package(cli):
   code = ("import sys, jaxlab.train, jaxlab.experiment.trainer, jaxlab.main; "
           "print(sorted(m for m in sys.modules if m.startswith(('jaxlab.ot_clip', 'jaxlab.tasks', 'jaxlab.rl', "
           "'jaxlab.pde', 'ott', 'gymnax', 'flashbax', 'exponax'))))")
-  out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+  out = cli.run([sys.executable, "-c", code], timeout=120)
   assert out.returncode == 0, out.stderr
   # the config layer names the shipped tasks (jaxlab.tasks.registry) without importing one of them
   assert out.stdout.strip() == "['jaxlab.tasks', 'jaxlab.tasks.registry']"

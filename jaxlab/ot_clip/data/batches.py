@@ -19,10 +19,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import grain
 import numpy as np
 
 from jaxlab.errors import InputError
+from jaxlab.registry import optional_imports
+
+with optional_imports(__name__):
+  import grain
 
 
 class ShardedBatches:

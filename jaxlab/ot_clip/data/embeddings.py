@@ -29,6 +29,7 @@ import numpy as np
 
 from jaxlab.errors import InputError
 from jaxlab.ot_clip.data.captions import SPLIT_NAMES
+from jaxlab.registry import optional_imports
 
 EMBEDDING_COLUMNS = ("image", "text")
 COLUMNS = EMBEDDING_COLUMNS + ("label", "split")
@@ -153,7 +154,8 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
 
 
 def _read_parquet(path: str) -> dict[str, np.ndarray]:
-  import pyarrow.parquet as pq  # only for Parquet input
+  with optional_imports(f"reading the Parquet file {path}"):
+    import pyarrow.parquet as pq  # only for Parquet input
   try:
     table = pq.read_table(path)
   except (OSError, ValueError) as e:
@@ -168,7 +170,8 @@ def _read_parquet(path: str) -> dict[str, np.ndarray]:
 
 def _list_column(path: str, name: str, column: Any) -> np.ndarray:
   """A Parquet list<float> column -> [N, D]; every row must have the same length D."""
-  import pyarrow as pa
+  with optional_imports(f"reading the Parquet file {path}"):
+    import pyarrow as pa
   if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
           or pa.types.is_fixed_size_list(column.type)):
     raise InputError(f"{path}: column {name!r} has type {column.type}; allowed: a list of floats per row")

@@ -18,9 +18,12 @@ from __future__ import annotations
 import io
 
 import numpy as np
-from PIL import Image
 
 from jaxlab.errors import InputError
+from jaxlab.registry import optional_imports
+
+with optional_imports(__name__):
+  from PIL import Image
 
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
 _SIXTEEN_BIT_AS_I = ("PNG", "PPM")  # formats whose Pillow mode "I" holds 16-bit values (0..65535)

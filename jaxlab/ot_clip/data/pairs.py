@@ -22,7 +22,6 @@ import dataclasses
 import os
 from typing import Any, Callable, Mapping
 
-import grain
 import numpy as np
 
 from jaxlab.errors import InputError, check_int
@@ -34,6 +33,10 @@ from jaxlab.ot_clip.data.fingerprint import captions_fingerprint, embeddings_fin
 from jaxlab.ot_clip.data.images import decode_image
 from jaxlab.ot_clip.data.split import split_rows
 from jaxlab.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
+from jaxlab.registry import optional_imports
+
+with optional_imports(__name__):
+  import grain
 
 TOKENIZER_FILE = "tokenizer.json"  # in the run's workdir
 ROWS_PER_READ = 4096  # embedding rows per read when averaging a class's text embeddings

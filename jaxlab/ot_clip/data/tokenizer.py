@@ -15,9 +15,12 @@ import os
 from typing import Sequence
 
 import numpy as np
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
 from jaxlab.errors import InputError, check_int
+from jaxlab.registry import optional_imports
+
+with optional_imports(__name__):
+  from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
 UNK_TOKEN = "[UNK]"
 

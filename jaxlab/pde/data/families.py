@@ -18,12 +18,23 @@ import dataclasses
 import math
 from typing import Any, Callable, Mapping
 
-import exponax
 import jax
 import jax.numpy as jnp
 
 from jaxlab.errors import InputError, check, is_int, is_real
-from jaxlab.pde.data import grf, steppers
+from jaxlab.pde.data import grf
+from jaxlab.registry import optional_imports
+
+#: What needs exponax, in the one line a missing one gives (reading data sets from files does not).
+GENERATED = "a generated PDE data set"
+
+
+def _solvers() -> tuple[Any, Any]:
+  """exponax and jaxlab's steppers on it, imported on first generation (importing jaxlab.pde.data needs neither)."""
+  with optional_imports(GENERATED):
+    import exponax
+    from jaxlab.pde.data import steppers
+  return exponax, steppers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +129,7 @@ def _channels_last(trajectory: jax.Array) -> jax.Array:
 
 
 def _simulate_ns_fno(params: Mapping[str, Any], num_points: int, key: jax.Array) -> jax.Array:
+  _, steppers = _solvers()
   stepper = steppers.ForcedNavierStokesVorticity(
       params["domain_extent"], num_points, params["dt"], diffusivity=params["viscosity"],
       forcing=steppers.fno_forcing(num_points, params["forcing_amplitude"]),
@@ -130,6 +142,7 @@ def _simulate_ns_fno(params: Mapping[str, Any], num_points: int, key: jax.Array)
 
 
 def _simulate_kolmogorov(params: Mapping[str, Any], num_points: int, key: jax.Array) -> jax.Array:
+  exponax, steppers = _solvers()
   stepper = exponax.stepper.KolmogorovFlowVorticity(
       2, params["domain_extent"], num_points, params["dt"], diffusivity=params["viscosity"],
       convection_scale=params["convection_scale"], drag=params["drag"],
@@ -144,6 +157,7 @@ def _simulate_kolmogorov(params: Mapping[str, Any], num_points: int, key: jax.Ar
 
 def _simulate_diffusion_reaction(params: Mapping[str, Any], num_points: int,
                                  key: jax.Array) -> jax.Array:
+  _, steppers = _solvers()
   stepper = steppers.FitzHughNagumo(
       params["domain_extent"], num_points, params["dt"], diffusivity_u=params["diffusivity_u"],
       diffusivity_v=params["diffusivity_v"], k=params["k"], order=params["order"],

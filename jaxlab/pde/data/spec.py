@@ -13,10 +13,9 @@ import hashlib
 import json
 from typing import Any, Mapping
 
-import exponax
-
 from jaxlab.errors import check, is_int, is_real
-from jaxlab.pde.data.families import FAMILIES, FNO_VISCOSITIES, check_params, get_family, substeps
+from jaxlab.pde.data.families import FAMILIES, FNO_VISCOSITIES, GENERATED, check_params, get_family, substeps
+from jaxlab.registry import optional_imports
 
 # Bump when the generator's numerics change, so old caches are not reused.
 GENERATOR_VERSION = 1
@@ -55,6 +54,8 @@ class DatasetSpec:
 
   def settings(self) -> dict[str, Any]:
     """Everything that decides the data (not the display name), JSON-serialisable."""
+    with optional_imports(GENERATED):  # the solver's version is part of the cache key
+      import exponax
     return dict(family=self.family, num_trajectories=self.num_trajectories, seed=self.seed,
                 resolution=self.resolution, solver_resolution=self.solver_resolution,
                 params=dict(self.params), generator_version=GENERATOR_VERSION,

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import numbers
 
-import exponax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from exponax.nonlin_fun import BaseNonlinearFun, VorticityConvection2d
-from exponax._spectral import build_laplace_operator
 
 from jaxlab.errors import check_int, check_range
+from jaxlab.registry import optional_imports
+
+with optional_imports(__name__):
+  import exponax
+  from exponax._spectral import build_laplace_operator
+  from exponax.nonlin_fun import BaseNonlinearFun, VorticityConvection2d
 
 
 def _check_diffusivity(name: str, value) -> None:

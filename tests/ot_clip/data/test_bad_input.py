@@ -17,9 +17,8 @@ from jaxlab.ot_clip.two_tower import ConvImageEncoder, TwoTower
 from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
-from tests.bad_input import assert_one_clear_line
-from tests.ot_clip.data.conftest import data_config, embedding_arrays, write_image_folder, write_open_clip_csv
-from tests.ot_clip.data.test_batches import records
+from tests.support.bad_input import assert_one_clear_line
+from tests.support.clip_data import data_config, embedding_arrays, records, write_image_folder, write_open_clip_csv
 
 
 def _pairs(folder, **data):

@@ -12,9 +12,9 @@ import webdataset as wds
 
 from jaxlab.ot_clip.data.batches import ShardedBatches
 from jaxlab.ot_clip.data.shards import load_shard_pairs
-from tests.bad_input import assert_one_clear_line
-from tests.ot_clip.data.conftest import data_config
-from tests.ot_clip.data.shard_files import write_shards
+from tests.support.bad_input import assert_one_clear_line
+from tests.support.clip_data import data_config
+from tests.support.clip_shards import write_shards
 
 PATTERN = "s/{00000..00001}.tar"
 

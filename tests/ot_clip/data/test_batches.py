@@ -5,10 +5,7 @@ import numpy as np
 import pytest
 
 from jaxlab.ot_clip.data.batches import ShardedBatches
-
-
-def records(n):
-  return grain.MapDataset.range(n).map(lambda i: {"id": np.int64(i), "x": np.full(3, i, np.float32)})
+from tests.support.clip_data import records
 
 
 @pytest.mark.parametrize("processes", [2, 4])

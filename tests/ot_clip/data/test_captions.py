@@ -3,7 +3,7 @@
 import os
 
 from jaxlab.ot_clip.data.captions import read_captions
-from tests.ot_clip.data.conftest import write_image_folder
+from tests.support.clip_data import write_image_folder
 
 
 def test_csv_and_jsonl_read_the_same_rows(tmp_path):

@@ -15,7 +15,7 @@ from jaxlab.data_fingerprint import FINGERPRINT_FILE
 from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
-from tests.ot_clip.data.conftest import data_config, write_image_folder, write_open_clip_csv
+from tests.support.clip_data import data_config, write_image_folder, write_open_clip_csv
 
 
 def test_the_layouts_defaults_and_overrides():

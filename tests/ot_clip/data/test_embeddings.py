@@ -7,8 +7,8 @@ import pytest
 
 from jaxlab.ot_clip.data.embeddings import read_embeddings
 from jaxlab.ot_clip.data.pairs import load_pairs
-from tests.ot_clip.data.conftest import data_config, embedding_arrays
-from tests.tolerances import dot_atol
+from tests.support.clip_data import data_config, embedding_arrays
+from tests.support.tolerances import dot_atol
 
 
 def write_layout(tmp_path, layout, arrays):

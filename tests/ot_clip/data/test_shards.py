@@ -14,8 +14,8 @@ from jaxlab.data_fingerprint import FINGERPRINT_FILE
 from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
-from tests.ot_clip.data.conftest import data_config
-from tests.ot_clip.data.shard_files import sample_image, write_shards
+from tests.support.clip_data import data_config
+from tests.support.clip_shards import sample_image, write_shards
 
 PATTERN = "shards/{00000..00003}.tar"
 

@@ -8,7 +8,7 @@ from PIL import Image
 
 from jaxlab.ot_clip.data.images import decode_image
 from jaxlab.ot_clip.data.tar_index import index_shards
-from tests.ot_clip.data.shard_files import encoded, sample_caption, sample_image, write_shards
+from tests.support.clip_shards import encoded, sample_caption, sample_image, write_shards
 
 
 def test_the_index_finds_webdatasets_samples_and_reads_their_bytes_by_offset(tmp_path):

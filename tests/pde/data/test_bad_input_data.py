@@ -26,7 +26,7 @@ from jaxlab.pde.data import (FAMILIES, dataset_spec, default_mixture, fno_navier
 from jaxlab.pde.data import store  # noqa: E402
 from jaxlab.pde.data.grf import fno_gaussian_random_field  # noqa: E402
 from jaxlab.pde.data.steppers import FitzHughNagumo, ForcedNavierStokesVorticity, rollout_frames  # noqa: E402
-from tests.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 

@@ -1,8 +1,6 @@
 """`python -m jaxlab.pde.data`: makes exactly the sets a config reads; bad input is one line and makes nothing."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -12,19 +10,9 @@ from jaxlab.pde.data import load_cached
 from jaxlab.pde.data.selection import mixture_specs
 from jaxlab.tasks.pde_config import check_config, config_specs
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-
-def _data_command(*args: str) -> subprocess.CompletedProcess:
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one CPU device
-  env["PYTHONPATH"] = REPO
-  return subprocess.run([sys.executable, "-m", "jaxlab.pde.data", *args], cwd=REPO, env=env,
-                        capture_output=True, text=True, timeout=300)
-
-
-def test_config_data_are_what_training_reads(tmp_path):
+def test_config_data_are_what_training_reads(cli, tmp_path):
   override = "--config.data.resolution=16"  # 16^2 keeps generation to a few seconds
-  p = _data_command("--config=dpot_pde:tiny", override, f"--cache_dir={tmp_path}")
+  p = cli.module("jaxlab.pde.data", "--config=dpot_pde:tiny", override, f"--cache_dir={tmp_path}")
   assert p.returncode == 0, p.stderr
   config = load_config("dpot_pde:tiny")
   config.data.resolution = 16
@@ -55,8 +43,8 @@ def test_a_config_on_files_has_nothing_to_generate():
     (("--config=dpot_pde:tiny", "--resolution=32"), "--resolution does not apply with --config"),
     (("--config=digits_mlp",), "--config=digits_mlp: trains task(s) ['digits_classification'], none is"),
 ])
-def test_bad_input_is_one_line_and_makes_nothing(tmp_path, args, message):
-  p = _data_command(*args, f"--cache_dir={tmp_path}")
+def test_bad_input_is_one_line_and_makes_nothing(cli, tmp_path, args, message):
+  p = cli.module("jaxlab.pde.data", *args, f"--cache_dir={tmp_path}")
   assert p.returncode == 2, (p.stdout, p.stderr)
   assert p.stderr.startswith("jaxlab.pde.data: error: ") and message in p.stderr, p.stderr
   assert len(p.stderr.strip().splitlines()) == 1, p.stderr

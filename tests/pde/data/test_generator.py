@@ -6,7 +6,7 @@ import pytest
 from jaxlab.errors import InputError
 from jaxlab.pde.data import dataset_spec, generate
 from jaxlab.pde.data import generator
-from tests.tolerances import assert_close_to_scale, ops_rtol
+from tests.support.tolerances import assert_close_to_scale, ops_rtol
 
 TINY = dict(resolution=16, num_frames=2, dt=0.125, order=2)  # ns_fno, quick to compile
 

@@ -7,7 +7,7 @@ import pytest
 
 from jaxlab.pde.data import make_dataset, mixture_batch, mixture_plan, rollout_eval_data
 from jaxlab.pde.data.resample import bilinear_weights, evaluation_points, resample
-from tests.tolerances import assert_close_to_scale, ops_rtol
+from tests.support.tolerances import assert_close_to_scale, ops_rtol
 
 
 @pytest.mark.parametrize("source, target", [((8, 8), (16, 16)), ((16, 16), (8, 8)), ((12, 12), (8, 8)),

@@ -1,9 +1,7 @@
 """The disk cache: hits and misses, atomic writes, checked loads, where it lives, the split."""
 
 import json
-import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -77,15 +75,14 @@ def test_failed_generation_leaves_no_cache(tmp_path, monkeypatch):
   assert load_cached(spec, tmp_path) is None
 
 
-def test_killed_generation_leaves_no_cache_and_its_temp_is_swept(tmp_path):
+def test_killed_generation_leaves_no_cache_and_its_temp_is_swept(cli, tmp_path):
   # A real SIGKILL mid-generation (one trajectory per chunk, many chunks).
   script = textwrap.dedent(f"""
       from jaxlab.pde.data import dataset_spec, load_or_generate
       spec = dataset_spec("ns_fno", 400, resolution=16, num_frames=2, dt=0.125, order=2)
       load_or_generate(spec, {str(tmp_path)!r}, chunk_size=1, progress=False)
   """)
-  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-  proc = subprocess.Popen([sys.executable, "-c", script], env=env)
+  proc = cli.popen([sys.executable, "-c", script], env={"JAX_PLATFORMS": "cpu"})
   spec = dataset_spec("ns_fno", 400, resolution=16, num_frames=2, dt=0.125, order=2)
   temp_glob = f".tmp-{dataset_dir(spec, tmp_path).name}-*"
   deadline = time.time() + 120

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import h5py
 import numpy as np
 
 from jaxlab.errors import InputError, check
 from jaxlab.pde.data.files.records import Records, check_dtype, check_field, strided
+from jaxlab.registry import optional_imports
+
+with optional_imports(__name__):
+  import h5py
 
 #: DPOT's channel order for PDEBench's compressible NS (data_generation/preprocess.py:92).
 CFD_FIELDS = ("Vx", "Vy", "density", "pressure")

@@ -19,11 +19,14 @@ import abc
 import os
 from typing import Any, Sequence
 
-import h5py
 import numpy as np
 from numpy.typing import DTypeLike
 
 from jaxlab.errors import InputError, check, is_int
+from jaxlab.registry import optional_imports
+
+with optional_imports(__name__):
+  import h5py
 
 
 def open_hdf5(path: str, where: str) -> h5py.File:

@@ -26,11 +26,14 @@ import itertools
 import os
 from typing import Sequence
 
-import h5py
 import numpy as np
 
 from jaxlab.errors import InputError, check
 from jaxlab.pde.data.files.records import Records, check_dtype, check_field, names, strided
+from jaxlab.registry import optional_imports
+
+with optional_imports(__name__):
+  import h5py
 
 FIELD_GROUPS = ("t0_fields", "t1_fields", "t2_fields")
 _ALLOWED = "The Well's format (data_format.md of the_well's docs folder): t0_fields/t1_fields/t2_fields, dimensions, n_trajectories"

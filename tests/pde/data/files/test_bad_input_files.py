@@ -26,9 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirna
 from jaxlab.pde.data import mixture_batch  # noqa: E402
 from jaxlab.pde.data.files import (DPOTFile, DPOTScatter, PDEBenchCFD, PDEBenchGroups, TheWell,  # noqa: E402
                                    check_entry, file_sets, load_master, open_set, verify_records)
-from tests.bad_input import assert_one_clear_line  # noqa: E402
-from tests.pde.data.files import layouts  # noqa: E402
-from tests.pde.data.files.test_fingerprint import file_replaced, set_added  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support import pde_file_layouts as layouts  # noqa: E402
+from tests.support.pde_files import file_replaced, set_added  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 _COUNTER = itertools.count()

@@ -6,7 +6,7 @@ import pytest
 from jaxlab.errors import InputError
 from jaxlab.pde.data import mixture_batch, mixture_plan, rollout_eval_data
 from jaxlab.pde.data.files import DPOTFile, DPOTScatter, check_entry, open_set
-from tests.pde.data.files import layouts
+from tests.support import pde_file_layouts as layouts
 
 
 def _random(*shape, seed=0):

@@ -6,10 +6,8 @@ written and then checked as the trainer does; nothing is trained.
 
 import json
 
-import numpy as np
 import pytest
 
-from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.pde.data import make_dataset
 from jaxlab.pde.data.files import DPOTFile, Split, data_fingerprint, file_sets
@@ -17,51 +15,8 @@ from jaxlab.data_fingerprint import FINGERPRINT_FILE, fingerprint_text
 from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 from jaxlab.train.workdir_files import write_workdir_files
-from tests.pde.data.files import layouts
-
-
-def _fields(n, seed=0):
-  return np.random.default_rng(seed).normal(size=(n, 8, 8, 8)).astype(np.float32)  # (N, X, Y, T)
-
-
-def write_table(root, names=("ns",), seed=0) -> str:
-  """A master table of DPOT one-file sets (10 train / 2 test records each) in ``root``; its path."""
-  table = {}
-  for name in names:
-    layouts.dpot_file(root / f"{name}_train.hdf5", _fields(10, seed))
-    layouts.dpot_file(root / f"{name}_test.hdf5", _fields(2, seed + 1))
-    table[name] = layouts.entry(f"{name}_train.hdf5", f"{name}_test.hdf5", 10, 2, 4)
-  return layouts.master_json(root / "master.json", table)
-
-
-def config_of(master: str):
-  config = load_config("dpot_files:tiny")
-  config.data.master = master
-  config.data.verify_files = False
-  return config
-
-
-def start_then_resume(config, workdir):
-  """Writes the run's workdir files as a new run; returns a call that checks them as its resume would."""
-  workdir.mkdir(exist_ok=True)
-  write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=False)
-  return lambda: write_workdir_files(str(workdir), make_task(config, task_context(config)).workdir_files, resuming=True)
-
-
-def set_added(tmp_path):
-  """``data.names=()``: a set added to the master table after the run started."""
-  master = write_table(tmp_path)
-  resume = start_then_resume(config_of(master), tmp_path / "run")
-  write_table(tmp_path, names=("ns", "dr"))
-  return resume
-
-
-def file_replaced(tmp_path):
-  """A training file replaced by other data of the same shape and dtype."""
-  master = write_table(tmp_path)
-  resume = start_then_resume(config_of(master), tmp_path / "run")
-  layouts.dpot_file(tmp_path / "ns_train.hdf5", _fields(10, seed=7))
-  return resume
+from tests.support import pde_file_layouts as layouts
+from tests.support.pde_files import config_of, fields, file_replaced, set_added, start_then_resume, write_table
 
 
 def test_a_resume_on_the_same_files_passes(tmp_path):
@@ -87,7 +42,7 @@ def test_a_file_replaced_by_other_data_of_the_same_shape_is_refused(tmp_path):
 
 
 def test_the_fingerprint_reads_the_ends_of_a_file_once_and_is_deterministic(tmp_path):
-  layouts.dpot_file(tmp_path / "one.hdf5", _fields(12))
+  layouts.dpot_file(tmp_path / "one.hdf5", fields(12))
   master = layouts.master_json(tmp_path / "master.json", {"s": layouts.entry("one.hdf5", "one.hdf5", 10, 2, 4)})
   sets = [s.dataset for s in file_sets(config_of(master))]
   first = data_fingerprint(sets)
@@ -100,8 +55,8 @@ def test_the_fingerprint_reads_the_ends_of_a_file_once_and_is_deterministic(tmp_
 def test_a_run_fingerprinted_with_downsample_before_the_resize_is_not_resumed(tmp_path):
   # jaxlab once read a set's downsample as a stride of the stored grid, before resampling; DPOT strides
   # after it. A run fingerprinted then must not resume on the other grid points: the fingerprint says so.
-  layouts.dpot_file(tmp_path / "train.hdf5", _fields(10))
-  layouts.dpot_file(tmp_path / "test.hdf5", _fields(2, 1))
+  layouts.dpot_file(tmp_path / "train.hdf5", fields(10))
+  layouts.dpot_file(tmp_path / "test.hdf5", fields(2, 1))
   master = layouts.master_json(tmp_path / "master.json", {"ns": layouts.entry(
       "train.hdf5", "test.hdf5", 10, 2, 4, downsample=[2, 2])})
   config = config_of(master)

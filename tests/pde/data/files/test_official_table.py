@@ -10,8 +10,6 @@ The 2-D sets a run names point at tiny files; the 3-D ones keep the official val
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.pde.data.files import load_master
 from jaxlab.tasks.pde_config import check_config
-from tests.pde.data.files import layouts
+from tests.support import pde_file_layouts as layouts
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
@@ -158,12 +156,10 @@ def test_the_official_table_loads_and_its_3d_sets_are_one_line_when_named(offici
     check_config(config)
 
 
-def test_pretraining_through_the_cli_on_the_official_table_names_its_2d_sets(official_table, tmp_path):
+def test_pretraining_through_the_cli_on_the_official_table_names_its_2d_sets(cli, official_table, tmp_path):
   workdir = tmp_path / "run"
-  env = {**os.environ, "XLA_FLAGS": ""}
-  p = subprocess.run([sys.executable, "-m", "jaxlab.main", "--config=configs/dpot_files.py:tiny", f"--workdir={workdir}",
-                      f"--config.data.master={official_table}", f"--config.data.names={TWO_D!r}"],
-                     cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  p = cli.main("--config=configs/dpot_files.py:tiny", f"--workdir={workdir}", f"--config.data.master={official_table}",
+               f"--config.data.names={TWO_D!r}")
   assert p.returncode == 0, p.stderr[-3000:]
   assert not os.path.exists(os.path.join(REPO, "dataset_config.csv"))  # the table was parsed, not run
   assert f"dpot on {'+'.join(TWO_D)}" in p.stdout

@@ -3,7 +3,7 @@
 import numpy as np
 
 from jaxlab.pde.data.files import CFD_FIELDS, PDEBenchCFD, PDEBenchGroups, check_entry, open_set
-from tests.pde.data.files import layouts
+from tests.support import pde_file_layouts as layouts
 
 
 def _fields(n=7, t=6, x=8, y=8):

@@ -7,7 +7,7 @@ import numpy as np
 from jaxlab.pde.data import mixture_batch, mixture_plan
 from jaxlab.pde.data.files import DPOTFile, check_entry, open_set
 from jaxlab.pde.data.files import records as records_module
-from tests.pde.data.files import layouts
+from tests.support import pde_file_layouts as layouts
 
 
 def _write(tmp_path):

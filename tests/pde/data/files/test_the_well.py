@@ -3,7 +3,7 @@
 import numpy as np
 
 from jaxlab.pde.data.files import TheWell, check_entry, open_set
-from tests.pde.data.files import layouts
+from tests.support import pde_file_layouts as layouts
 
 
 def _arrays(n, seed=0, t=5, x=8, y=6):

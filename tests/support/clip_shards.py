@@ -14,25 +14,18 @@ import os
 import numpy as np
 from PIL import Image
 
-from tests.ot_clip.data.conftest import COLORS
+from tests.support.clip_data import draw, picture_class
 
 FORMATS = {"jpg": "JPEG", "png": "PNG", "webp": "WEBP"}
 
 
 def sample_image(i: int) -> np.ndarray:
   """Sample ``i``'s 12x12 picture: a square or a bar in one of 4 colours on a dark background."""
-  rng = np.random.default_rng(i)
-  name, shape = list(COLORS)[i % 4], ("square", "bar")[(i // 4) % 2]
-  img = rng.integers(0, 30, (12, 12, 3), dtype=np.uint8)
-  if shape == "square":
-    img[3:9, 3:9] = COLORS[name]
-  else:
-    img[:, 5:7] = COLORS[name]
-  return img
+  return draw(i, np.random.default_rng(i))
 
 
 def sample_caption(i: int) -> str:
-  return f"a {list(COLORS)[i % 4]} {('square', 'bar')[(i // 4) % 2]} on black"
+  return "a {} {} on black".format(*picture_class(i))
 
 
 def encoded(img: np.ndarray, ext: str) -> bytes:

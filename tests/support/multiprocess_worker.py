@@ -4,8 +4,8 @@ import os
 import sys
 
 process_id, port, workdir, out, mesh = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
-os.environ["XLA_FLAGS"] = ("--xla_force_host_platform_device_count=4 "
-                           "--xla_cpu_collective_call_terminate_timeout_seconds=900")
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4 "
+                           "--xla_cpu_collective_call_terminate_timeout_seconds=900").strip()  # the suite's flags kept
 os.environ["JAX_PLATFORMS"] = "cpu"
 
 import jax  # noqa: E402

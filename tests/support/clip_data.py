@@ -1,4 +1,4 @@
-"""Small image-caption folders and embedding files written in the layouts users bring."""
+"""Small image-caption folders, embedding files and grain records, written in the layouts users bring."""
 
 from __future__ import annotations
 
@@ -7,10 +7,25 @@ import os
 
 import ml_collections
 import numpy as np
-import pytest
 from PIL import Image
 
 COLORS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220), "yellow": (230, 220, 20)}
+
+
+def picture_class(i: int) -> tuple[str, str]:
+  """Picture ``i``'s colour (one of 4) and shape ("square" or "bar")."""
+  return list(COLORS)[i % 4], ("square", "bar")[(i // 4) % 2]
+
+
+def draw(i: int, rng: np.random.Generator) -> np.ndarray:
+  """Picture ``i``: a 12x12 coloured square or bar on a dark background of ``rng``'s noise."""
+  name, shape = picture_class(i)
+  img = rng.integers(0, 30, (12, 12, 3), dtype=np.uint8)
+  if shape == "square":
+    img[3:9, 3:9] = COLORS[name]
+  else:
+    img[:, 5:7] = COLORS[name]
+  return img
 
 
 def write_image_folder(folder, num_images: int = 40, fmt: str = "csv", split: bool = False) -> str:
@@ -22,12 +37,8 @@ def write_image_folder(folder, num_images: int = 40, fmt: str = "csv", split: bo
   rng = np.random.default_rng(0)
   rows = []
   for i in range(num_images):
-    name, shape = list(COLORS)[i % 4], ("square", "bar")[(i // 4) % 2]
-    img = rng.integers(0, 30, (12, 12, 3), dtype=np.uint8)
-    if shape == "square":
-      img[3:9, 3:9] = COLORS[name]
-    else:
-      img[:, 5:7] = COLORS[name]
+    name, shape = picture_class(i)
+    img = draw(i, rng)
     Image.fromarray(img).save(os.path.join(folder, f"img_{i:02d}.png"))
     row = {"image": f"img_{i:02d}.png", "caption": f"a {name} {shape} on black", "label": name}
     if split:
@@ -77,6 +88,7 @@ def data_config(**overrides) -> ml_collections.ConfigDict:
   return data
 
 
-@pytest.fixture
-def image_folder(tmp_path):
-  return write_image_folder(tmp_path / "pairs")
+def records(n: int):
+  """A grain dataset of ``n`` records ``{"id": i, "x": [i, i, i]}``."""
+  import grain
+  return grain.MapDataset.range(n).map(lambda i: {"id": np.int64(i), "x": np.full(3, i, np.float32)})

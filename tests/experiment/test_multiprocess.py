@@ -11,9 +11,10 @@ import pytest
 
 from configs import digits_mlp
 from jaxlab.experiment import train
-from tests.tolerances import steps_tol
+from tests.support.tolerances import steps_tol
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multiprocess_worker.py")
+SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")  # the worker scripts
+WORKER = os.path.join(SUPPORT, "multiprocess_worker.py")
 
 
 def _free_port() -> int:
@@ -23,13 +24,12 @@ def _free_port() -> int:
 
 
 # "data" across the processes is the sharding guide's own command, run as written in
-# tests/train/test_multiprocess_cli.py; here the mesh with "model" across them.
+# tests/experiment/test_multiprocess_cli.py; here the mesh with "model" across them.
 @pytest.mark.parametrize("mesh", ["model_outer"])
-def test_two_processes_match_one_process(tmp_path, mesh):
+def test_two_processes_match_one_process(cli, tmp_path, mesh):
   port, out = str(_free_port()), str(tmp_path / "params.npz")
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-  procs = [subprocess.Popen([sys.executable, WORKER, str(i), port, str(tmp_path / "mp"), out, mesh], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+  procs = [cli.popen([sys.executable, WORKER, str(i), port, str(tmp_path / "mp"), out, mesh],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for i in range(2)]
   logs = [p.communicate(timeout=300)[0] for p in procs]
   assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-4000:]
 

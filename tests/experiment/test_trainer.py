@@ -10,7 +10,7 @@ import pytest
 from configs import digits_clip, digits_mlp
 from jaxlab.errors import InputError
 from jaxlab.experiment import train
-from tests.tolerances import steps_tol
+from tests.support.tolerances import steps_tol
 
 
 def _config(**overrides):

@@ -3,7 +3,7 @@
 import os
 import re
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def guide_block(page: str, marker: str, lang: str = "bash") -> str:

@@ -8,8 +8,6 @@ channel check that refuses the other one without padding).
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,9 +16,7 @@ from jaxlab.config_files import load_config
 from jaxlab.errors import InputError
 from jaxlab.tasks.pde_config import check_config
 from jaxlab.train.workdir import saved_config
-from tests.pde.data.files import layouts
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+from tests.support import pde_file_layouts as layouts
 
 MASTER = """
 DATASET_DICT = {}
@@ -56,16 +52,7 @@ def _smooth(n, frames, grid, channels, seed):
   return (field[:, :, :, None, :] * 0.9 ** np.arange(frames)[:, None]).astype(np.float32)
 
 
-def _run(*args, cache, env=None):
-  # One persistent compilation cache for both runs: fine-tuning reuses the programs it shares with pre-training.
-  full = {**os.environ, "XLA_FLAGS": "", "JAX_COMPILATION_CACHE_DIR": str(cache),
-          "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-          **(env or {})}
-  return subprocess.run([sys.executable, "-m", "jaxlab.main", *args], cwd=REPO, env=full, capture_output=True,
-                        text=True, timeout=300)
-
-
-def test_pretrain_on_a_master_table_then_fine_tune_on_one_set(tmp_path):
+def test_pretrain_on_a_master_table_then_fine_tune_on_one_set(cli, tmp_path):
   ns = _smooth(12, 8, 8, 1, 0)                                   # (N, X, Y, T, C), DPOT's order
   layouts.dpot_file(tmp_path / "ns_train.hdf5", ns[:10, ..., 0])  # 4-D: one channel
   layouts.dpot_file(tmp_path / "ns_test.hdf5", ns[10:, ..., 0])
@@ -76,8 +63,7 @@ def test_pretrain_on_a_master_table_then_fine_tune_on_one_set(tmp_path):
   master.write_text(MASTER)
 
   pre = str(tmp_path / "pre")
-  p = _run("--config=configs/dpot_files.py:tiny", f"--workdir={pre}", cache=tmp_path / "jax_cache",
-           env={"JAXLAB_PDE_MASTER": str(master)})
+  p = cli.main("--config=configs/dpot_files.py:tiny", f"--workdir={pre}", env={"JAXLAB_PDE_MASTER": str(master)})
   assert p.returncode == 0, p.stderr[-3000:]
   assert "dpot on ns+dr" in p.stdout
   last = [json.loads(line) for line in open(os.path.join(pre, "metrics.jsonl"))][-1]
@@ -93,8 +79,9 @@ def test_pretrain_on_a_master_table_then_fine_tune_on_one_set(tmp_path):
     check_config(config, saved_config(pre))  # the saved config as the task reads it
 
   tuned = str(tmp_path / "tuned")
-  p = _run("--config=configs/dpot_files.py:finetune_tiny", f"--workdir={tuned}", f"--config.data.master={master}",
-           "--config.data.names=('dr',)", f"--config.init_from.workdir={pre}", cache=tmp_path / "jax_cache")
+  # the fine-tuning finds the programs it shares with pre-training in the suite's compilation cache
+  p = cli.main("--config=configs/dpot_files.py:finetune_tiny", f"--workdir={tuned}", f"--config.data.master={master}",
+               "--config.data.names=('dr',)", f"--config.init_from.workdir={pre}")
   assert p.returncode == 0, p.stderr[-3000:]
   assert f"fine-tuning from {pre} (step 20)" in p.stderr and "dpot on dr" in p.stdout
   last = [json.loads(line) for line in open(os.path.join(tuned, "metrics.jsonl"))][-1]

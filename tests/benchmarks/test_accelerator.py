@@ -5,38 +5,31 @@ part; the studies' units are cut at their box's end and recorded; the boxes fit 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
 import time
 
 import pytest
 
-SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "accelerator.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "accelerator.py"
 PARTS = ("tests", "dpot_ti", "moe_vs_dense", "dqn_seeds", "minatar_scaling", "atari_der")
 
 
 def _accelerator():
-  sys.path.insert(0, str(SCRIPT.parent))
-  import accelerator  # pylint: disable=import-outside-toplevel
+  from benchmarks import accelerator  # pylint: disable=import-outside-toplevel
   return accelerator
 
 
-def _run(*args, env=None, timeout=600):
-  env = dict(os.environ if env is None else env)
-  env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPT.parent.parent), env.get("PYTHONPATH", "")]))
+def _run(cli, *args, env=None, timeout=600):
   # no wheel folder: this machine has every package (an install would change nothing; tested in test_device_wheels.py)
-  return subprocess.run([sys.executable, str(SCRIPT), "--wheels", "no-such-wheel-folder", *args], capture_output=True,
-                        text=True, env=env, cwd=SCRIPT.parent.parent, timeout=timeout)
+  return cli.run([sys.executable, str(SCRIPT), "--wheels", "no-such-wheel-folder", *args], env=env, timeout=timeout)
 
 
-def test_without_a_gpu_it_says_so_in_one_line_and_runs_nothing(tmp_path):
+def test_without_a_gpu_it_says_so_in_one_line_and_runs_nothing(cli, tmp_path):
   import jax  # pylint: disable=import-outside-toplevel
   assert jax.default_backend() == "cpu"  # the suite's machine: no GPU (JAX_PLATFORMS=cpu in conftest)
   out = tmp_path / "never.json"
-  env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}  # the script pins cuda itself
-  run = _run("--out", str(out), env=env)
+  run = _run(cli, "--out", str(out), env={"JAX_PLATFORMS": None})  # the script pins cuda itself
   assert run.returncode == 2, run.stdout + run.stderr
   lines = [line for line in run.stdout.splitlines() if line.strip()]
   assert len(lines) == 1 and "no GPU" in lines[0] and "nothing was run" in lines[0], run.stdout
@@ -44,11 +37,11 @@ def test_without_a_gpu_it_says_so_in_one_line_and_runs_nothing(tmp_path):
   assert not out.exists()  # nothing ran, nothing was written
 
 
-def test_cpu_smoke_of_two_parts_writes_one_json_with_the_wheels_record(tmp_path):
+def test_cpu_smoke_of_two_parts_writes_one_json_with_the_wheels_record(cli, tmp_path):
   """The fast part of the smoke run (every part: the slow test below): the header, the wheels'
   record, each part's numbers and status in the one JSON."""
   out = tmp_path / "smoke.json"
-  run = _run("--cpu-smoke", "--parts=tests,moe_vs_dense", "--out", str(out))
+  run = _run(cli, "--cpu-smoke", "--parts=tests,moe_vs_dense", "--out", str(out))
   assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
   result = json.loads(out.read_text())
   assert result["cpu_smoke"] is True and result["platform"] == "cpu" and result["status"] == "done"
@@ -60,10 +53,10 @@ def test_cpu_smoke_of_two_parts_writes_one_json_with_the_wheels_record(tmp_path)
   assert parts["moe_vs_dense"]["softmoe_over_dense"] > 0
 
 
-def test_the_watchdog_ends_a_run_past_its_limit_and_leaves_the_json(tmp_path):
+def test_the_watchdog_ends_a_run_past_its_limit_and_leaves_the_json(cli, tmp_path):
   out = tmp_path / "cut.json"
   # moe_vs_dense alone compiles two programs for longer than 4 s: the watchdog ends it mid-part
-  run = _run("--cpu-smoke", "--parts=moe_vs_dense,dqn_seeds", "--watchdog_s=4", "--out", str(out))
+  run = _run(cli, "--cpu-smoke", "--parts=moe_vs_dense,dqn_seeds", "--watchdog_s=4", "--out", str(out))
   assert run.returncode == 3 and "watchdog" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
   result = json.loads(out.read_text())
   assert result["status"] == "killed by the watchdog" and 4 <= result["wall_s"] < 30, result
@@ -72,9 +65,9 @@ def test_the_watchdog_ends_a_run_past_its_limit_and_leaves_the_json(tmp_path):
 
 
 @pytest.mark.slow  # every part at toy size, the studies' units as subprocesses: 5 min of CPU (fast: the two-part test)
-def test_cpu_smoke_runs_every_part_into_one_json(tmp_path):
+def test_cpu_smoke_runs_every_part_into_one_json(cli, tmp_path):
   out = tmp_path / "smoke.json"
-  run = _run("--cpu-smoke", "--out", str(out), timeout=3600)  # 15 min wall at load 15
+  run = _run(cli, "--cpu-smoke", "--out", str(out), timeout=3600)  # 15 min wall at load 15
   assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
   parts = json.loads(out.read_text())["parts"]
   assert tuple(parts) == PARTS and all(p["status"] == "ok" for p in parts.values()), parts
@@ -147,11 +140,11 @@ def test_peak_table_matches_device_kinds():
   assert accelerator.default_f32_peak(accelerator.peak_tflops("TPU v4"), "tpu") == 275.0
 
 
-def test_bad_arguments_are_one_line_each():
+def test_bad_arguments_are_one_line_each(cli):
   for args, words in ((("--parts=tests,gpu",), "--parts='tests,gpu': unknown ['gpu']"),
                       (("--seeds=1,eight",), "--seeds='1,eight': must be comma-separated integers >= 1"),
                       (("--minatar_frames=10",), "--minatar_frames=10: must be 0 or a multiple of 4 >= 4")):
-    run = _run(*args)
+    run = _run(cli, *args)
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1, run.stderr
     assert lines[0].startswith(f"benchmarks/accelerator.py: {words}"), run.stderr

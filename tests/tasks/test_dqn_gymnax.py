@@ -5,20 +5,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join("configs", "examples", "own_env.py")
 GUIDE = os.path.join(REPO, "docs", "guides", "soft_moe_rl.md")
-
-
-def _cli(*args):
-  env = {**os.environ, "PYTHONPATH": REPO, "XLA_FLAGS": ""}
-  return subprocess.run([sys.executable, "-m", "jaxlab.main", *args], cwd=REPO, env=env,
-                        capture_output=True, text=True, timeout=300)
 
 
 def _rows(workdir):
@@ -29,8 +21,8 @@ def _rows(workdir):
     ("CartPole-v1", [], "DQN CartPole-v1, softmoe head"),         # vector: MLP + per-feature tokens
     ("Catch-bsuite", ["--config.dqn.eval_steps=0"], "DQN Catch-bsuite, softmoe head"),  # 10x5 grid: conv
 ])
-def test_a_gymnax_environment_trains_through_the_cli(tmp_path, name, extra, description):
-  p = _cli("--config=configs/dqn_minatar.py:tiny", f"--workdir={tmp_path}", f"--config.env.name={name}", *extra)
+def test_a_gymnax_environment_trains_through_the_cli(cli, tmp_path, name, extra, description):
+  p = cli.main("--config=configs/dqn_minatar.py:tiny", f"--workdir={tmp_path}", f"--config.env.name={name}", *extra)
   assert p.returncode == 0, p.stderr[-3000:]
   assert description in p.stdout
   last = _rows(tmp_path)[-1]
@@ -52,8 +44,8 @@ def test_the_guide_shows_the_own_env_example_as_shipped():
   assert f"```python\n{open(os.path.join(REPO, EXAMPLE)).read()}```" in text
 
 
-def test_your_own_environment_registered_in_a_config_file_trains(tmp_path):
-  p = _cli(f"--config={EXAMPLE}:tiny", f"--workdir={tmp_path}")
+def test_your_own_environment_registered_in_a_config_file_trains(cli, tmp_path):
+  p = cli.main(f"--config={EXAMPLE}:tiny", f"--workdir={tmp_path}")
   assert p.returncode == 0, p.stderr[-3000:]
   assert "DQN corridor, softmoe head" in p.stdout
   rows = _rows(tmp_path)
@@ -66,8 +58,8 @@ def test_your_own_environment_registered_in_a_config_file_trains(tmp_path):
     ("cartpole", "did you mean 'CartPole-v1'?"),
     ("Pendulum-v1", "environment 'Pendulum-v1' (env.name) has a Box action space; DQN needs discrete actions"),
 ])
-def test_a_bad_environment_name_is_one_line(tmp_path, name, message):
-  p = _cli("--config=configs/dqn_minatar.py:tiny", f"--workdir={tmp_path}", f"--config.env.name={name}")
+def test_a_bad_environment_name_is_one_line(cli, tmp_path, name, message):
+  p = cli.main("--config=configs/dqn_minatar.py:tiny", f"--workdir={tmp_path}", f"--config.env.name={name}")
   assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-3000:]
   lines = p.stderr.strip().splitlines()
   assert len(lines) == 1 and message in lines[0], lines

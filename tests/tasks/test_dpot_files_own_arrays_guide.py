@@ -9,7 +9,6 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 
 import h5py
@@ -18,7 +17,7 @@ import pytest
 from jaxlab.errors import InputError
 from jaxlab.pde.data.files import load_master, open_set
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUIDE = os.path.join(REPO, "docs", "guides", "dpot.md")
 
 
@@ -32,18 +31,15 @@ def guide_blocks() -> tuple[str, str]:
   return python[0], bash[0]
 
 
-def test_the_guides_own_array_pretrains_and_fine_tunes(tmp_path):
+def test_the_guides_own_array_pretrains_and_fine_tunes(cli, tmp_path):
   python, bash = guide_blocks()
-  env = {**os.environ, "XLA_FLAGS": "", "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
-         "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
-         # one compilation cache for both runs: fine-tuning reuses the programs it shares with pre-training
-         "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax_cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
-  env.pop("JAXLAB_PDE_MASTER", None)
-  subprocess.run([sys.executable, "-c", python], cwd=tmp_path, env=env, check=True, timeout=120)
+  env = {"JAXLAB_PDE_MASTER": None}
+  made = cli.run([sys.executable, "-c", python], cwd=tmp_path, env=env, timeout=120)
+  assert made.returncode == 0, made.stderr[-3000:]
   with h5py.File(tmp_path / "my_pde_train.hdf5") as f:
     assert f["data"].shape == (20, 32, 32, 10, 1)                     # DPOT's (N, X, Y, T, C)
-  p = subprocess.run(["bash", "-e", "-c", bash], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+  # the fine-tuning finds the programs it shares with pre-training in the suite's compilation cache
+  p = cli.bash(bash, cwd=tmp_path, env=env)
   assert p.returncode == 0, p.stderr[-3000:]
   assert "fine-tuning from runs/my_pre (step 20)" in p.stderr, p.stderr[-3000:]
   for run in ("my_pre", "my_ft"):

@@ -12,7 +12,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -21,12 +20,11 @@ import pytest
 import jaxlab
 from configs import digits_mlp
 from jaxlab.experiment import train
-from tests.guide_blocks import guide_block
-from tests.tolerances import steps_tol
+from tests.support.guide_blocks import guide_block
+from tests.support.tolerances import steps_tol
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 20
-# As tests/train/test_multiprocess.py: the rounding of ~150 operations per parameter and step,
+# As tests/experiment/test_multiprocess.py: the rounding of ~150 operations per parameter and step,
 # carried on over the steps, from summing the gradient over another number of devices.
 TOL = steps_tol(STEPS, 150)
 
@@ -42,13 +40,11 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def start_as_the_guide_says(workdir: str) -> subprocess.Popen:
-  """Starts the guide's block with ``WORKDIR=workdir`` (finish it with :func:`finish`)."""
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one CPU device per process
-  env.update(PORT=str(_free_port()), WORKDIR=workdir,
-             PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
-  return subprocess.Popen(["bash", "-c", guide_launch_block()], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
+def start_as_the_guide_says(cli, workdir: str) -> subprocess.Popen:
+  """Starts the guide's block with ``WORKDIR=workdir`` (finish it with :func:`finish`), one CPU device
+  per process."""
+  return cli.popen(["bash", "-c", guide_launch_block()], env={"PORT": str(_free_port()), "WORKDIR": workdir},
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def finish(p: subprocess.Popen, workdir: str) -> str:
@@ -64,9 +60,9 @@ def finish(p: subprocess.Popen, workdir: str) -> str:
   return out
 
 
-def launch_as_the_guide_says(workdir: str) -> str:
+def launch_as_the_guide_says(cli, workdir: str) -> str:
   """Runs the guide's block with ``WORKDIR=workdir``; returns its output."""
-  return finish(start_as_the_guide_says(workdir), workdir)
+  return finish(start_as_the_guide_says(cli, workdir), workdir)
 
 
 def _killed_after_step_10(src: str, dst: str) -> str:
@@ -95,11 +91,11 @@ def _assert_close(got: dict, want: dict) -> float:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory) -> dict[str, str]:
+def uninterrupted(cli, tmp_path_factory) -> dict[str, str]:
   """The workdirs of the two uninterrupted runs: the guide's command (``"two_processes"``) and the
   reference, one process on one device (``"one_process"``), trained while the launch runs."""
   runs = {name: str(tmp_path_factory.mktemp(name) / "run") for name in ("two_processes", "one_process")}
-  launch = start_as_the_guide_says(runs["two_processes"])
+  launch = start_as_the_guide_says(cli, runs["two_processes"])
   try:
     train(digits_mlp.get_config("tiny"), runs["one_process"], devices=jax.devices()[:1], progress=False)
   finally:
@@ -124,18 +120,18 @@ def test_the_guides_two_processes_train_like_one(two_processes, one_process):
   np.testing.assert_allclose(last[0], last[1], **TOL)
 
 
-def test_the_guides_command_resumes_bit_identically(two_processes, tmp_path):
+def test_the_guides_command_resumes_bit_identically(cli, two_processes, tmp_path):
   resumed = _killed_after_step_10(two_processes, str(tmp_path / "resumed"))
-  launch_as_the_guide_says(resumed)
+  launch_as_the_guide_says(cli, resumed)
   # The same program on the same two processes from a restored (exact) state: bit-identical.
   jax.tree.map(np.testing.assert_array_equal, _state(resumed), _state(two_processes))
   rows = [jaxlab.load_run(w).logged_metrics() for w in (resumed, two_processes)]
   assert rows[0]["loss"] == rows[1]["loss"] and rows[0]["test_accuracy"] == rows[1]["test_accuracy"]
 
 
-def test_a_one_process_run_resumes_on_two_processes(one_process, tmp_path):
+def test_a_one_process_run_resumes_on_two_processes(cli, one_process, tmp_path):
   resumed = _killed_after_step_10(one_process, str(tmp_path / "resumed"))
-  launch_as_the_guide_says(resumed)
+  launch_as_the_guide_says(cli, resumed)
   print(f"1 -> 2 processes vs 1: max |difference| {_assert_close(_state(resumed), _state(one_process)):.3g}")
 
 

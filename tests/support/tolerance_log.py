@@ -1,11 +1,11 @@
-"""How much of its tolerance each float comparison uses: the audit behind ``tests/tolerances.py``.
+"""How much of its tolerance each float comparison uses: the audit behind ``tests/support/tolerances.py``.
 
 With ``JAXLAB_TOLERANCE_LOG=FILE`` set, ``tests/conftest.py`` wraps ``np.testing.assert_allclose``
 and ``chex.assert_trees_all_close`` so that every call appends one JSON line to FILE: the calling
 test's file and line and ``used = max |actual - desired| / (atol + rtol |desired|)``. A comparison
 that uses a large share of its tolerance on one machine is the one that fails on another; run the
 suite under several XLA:CPU instruction sets (``XLA_FLAGS=--xla_cpu_max_isa=AVX2`` and so on) and
-summarise with ``python tests/tolerance_log.py FILE [FILE ...]``.
+summarise with ``python tests/support/tolerance_log.py FILE [FILE ...]``.
 """
 
 from __future__ import annotations

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import collections
 import inspect
-import os
-import pathlib
-import subprocess
 import sys
 import textwrap
 
@@ -25,7 +22,6 @@ from jaxlab.experiment import trainer as experiment_trainer
 from jaxlab.experiment import validate
 from jaxlab.train import TASKS, Task
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 BUILT: list = []  # (config, ctx) of each task build
 
 
@@ -99,7 +95,7 @@ runpy.run_module("jaxlab.main", run_name="__main__", alter_sys=True)
 """
 
 
-def test_the_command_line_checks_the_config_once(tmp_path):
+def test_the_command_line_checks_the_config_once(tmp_path, cli):
   config = tmp_path / "counted_line.py"
   config.write_text(textwrap.dedent("""\
       import jax.numpy as jnp, numpy as np
@@ -119,8 +115,7 @@ def test_the_command_line_checks_the_config_once(tmp_path):
         c.task, c.optimizer = "cli_counted_line", {"name": "sgd", "learning_rate": 0.1}
         return c
       """))
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"PYTHONPATH": str(REPO)}
-  out = subprocess.run([sys.executable, "-c", COUNTING_MAIN, f"--config={config}", f"--workdir={tmp_path / 'run'}",
-                        "--stop_after=2"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  out = cli.run([sys.executable, "-c", COUNTING_MAIN, f"--config={config}", f"--workdir={tmp_path / 'run'}",
+                 "--stop_after=2"])
   assert out.returncode == 0, out.stderr[-3000:]
   assert "COUNTS {'check_stop_after': 1, 'task_context': 1, 'validate_trainer_config': 1}" in out.stdout, out.stdout

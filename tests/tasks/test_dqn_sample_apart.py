@@ -14,10 +14,12 @@ from jaxlab.train import make_train_step
 from jaxlab.train.state import make_init_fn
 from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
+from tests.support.xla import AS_USERS_COMPILE
 
 
 def _program(monkeypatch, apart: bool, seeds: int = 1):
-  """(compiled HLO text, state after 2 donated calls of 2 updates) of the tiny agent, 4 envs x 1 step."""
+  """(HLO text of the trainer's step as XLA compiles it for a user, the state after 2 donated calls of that
+  compiled step, 2 updates each) of the tiny agent, 4 envs x 1 step."""
   if not apart:  # the plain sample, as before the conditional
     monkeypatch.setattr(task_module, "_sample_apart",
                         lambda replay, state, rng, gamma: replay.sample_transitions(state, rng, gamma))
@@ -30,11 +32,11 @@ def _program(monkeypatch, apart: bool, seeds: int = 1):
   state = jax.jit(jax.vmap(init) if seeds > 1 else init)(keys if seeds > 1 else keys[0])
   step = make_train_step(task.loss_fn, opt, collect=task.collect, update_extra=task.update_extra, steps_per_call=2,
                          vmap_runs=seeds > 1)
-  hlo = step.jitted.lower(state, None).compile().as_text()
+  compiled = step.jitted.lower(state, None).compile(AS_USERS_COMPILE)
   for _ in range(2):
-    state, _ = step(state)
+    state, _ = compiled(state, None)
   monkeypatch.undo()
-  return hlo, state
+  return compiled.as_text(), state
 
 
 def _buffer_copies(hlo: str) -> int:

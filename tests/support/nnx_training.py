@@ -22,7 +22,7 @@ import optax
 from flax import nnx
 
 from jaxlab.optim import momo_adam
-from tests.tolerances import steps_tol
+from tests.support.tolerances import steps_tol
 
 
 def linen_params(module: Any, *inputs: Any, rngs: Any = None, scale: float = 0.3, seed: int = 0) -> Any:
