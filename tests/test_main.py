@@ -18,7 +18,7 @@ def test_quickstart_tiny_trains_resumes_and_prints_summary(cli, tmp_path):
   assert "zero_shot_accuracy" in clip_rows[-1] and "ot_zero_shot_accuracy" in clip_rows[-1]
   # again, one experiment longer: the finished one says so and prints its summary; the resume's
   # warning about the changed num_steps is one line, once, in the command line's form
-  p = _run("--config=configs/quickstart.py:tiny", f"--workdir={workdir}", "--config.experiments.digits_mlp.num_steps=25")
+  p = cli.main("--config=configs/quickstart.py:tiny", f"--workdir={workdir}", "--config.experiments.digits_mlp.num_steps=25")
   assert p.returncode == 0, p.stderr
   assert "jaxlab: digits_clip: already complete at step 20 (nothing trained" in p.stderr, p.stderr
   assert "status" in p.stdout and "already complete at step 20" in p.stdout and "zero_shot_accuracy" in p.stdout
