@@ -69,8 +69,10 @@ clean-runs:
 	rm -rf runs
 
 # jaxlab's DQN beside rejax's (benchmarks/rl_rejax_throughput.py) in its own venv, .venv-rejax
-# (rejax 0.1.3 needs gymnax 0.0.9; benchmarks/rejax_constraints.txt). REJAX_ARGS: the script's arguments.
-REJAX_ARGS ?= --out=benchmarks/results/rl/rejax_throughput.json
+# (rejax 0.1.3 needs gymnax 0.0.9; benchmarks/rejax_constraints.txt). REJAX_ARGS: the script's arguments
+# (the default: every row >= 100k frames, 3 interleaved repeats; ~80 minutes on a quiet 2-core machine,
+# estimated from the rates of the 1k-frame run in benchmarks/results/rl/rejax_throughput.json, not measured).
+REJAX_ARGS ?= --frames=100000 --frames_all_seeds --repeats=3 --out=benchmarks/results/rl/rejax_throughput.json
 bench-rejax:
 	benchmarks/rl_rejax_throughput.sh $(REJAX_ARGS)
 

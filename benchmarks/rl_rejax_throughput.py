@@ -16,22 +16,28 @@ The loops differ in how the 4 frames of an update are collected:
 * ``rejax num_envs=4``: rejax's DQN with ``num_envs=4``, which steps 4 environments and updates
   once per iteration (``train_iteration``), i.e. its only way to one update per 4 frames.
 
-Timing: each row is compiled and run for one warm-up call (rejax's warm-up covers its
-``fill_buffer``, ours fills the buffer when its state is made), then timed over ``--frames``
-frames per seed, in calls of 1000 frames (250 updates) that carry and donate the whole state.
-Compile time is the first call minus one steady call, reported separately. The variants of one
-(head, seeds) group are timed in turn, ``--repeats`` times (A B C A B C); the median is reported,
-since the machine may be shared. ``floor``: a bare value_and_grad + Adam of the same network
-(``jaxlab.rl.dqn.td_loss`` on a replay batch), 250 updates in one scan, per update, and the
-fraction of each row's time per update that it is.
+Timing: each row is compiled and warmed up (rejax's warm-up covers its ``fill_buffer``, ours fills
+the buffer when its state is made and compiles both of its programs), then timed over ``--frames``
+frames per seed (``--frames_all_seeds``: of all seeds together), in calls of 1000 frames per seed
+(250 updates) that carry and donate the whole state. Ours asks for metrics only on the calls where
+the trainer logs them (``log_every=2500`` of ``steps_per_call=250``: one call in ten; the others run
+the step without its metrics, :class:`jaxlab.train.step.TrainStep`), as the training loop does on a
+run with at least 100 unlogged calls (any real run). Compile time is the warm-up
+minus its calls at the steady rate, reported separately. The variants of one (head, seeds) group
+take turns every ``--chunk`` calls (A B C floor A B C floor ...), ``--repeats`` times; the median
+over repeats is reported, in wall and in CPU time (user + system, all threads), since the machine
+may be shared. ``floor``: a bare value_and_grad + Adam of the same network
+(``jaxlab.rl.dqn.td_loss`` on a replay batch), 250 updates in one scan, one call per turn, per
+update, and the fraction of each row's time per update that it is.
 
 Not the same in both (compute they add is small): rejax acts in gymnax's Breakout-MinAtar (3
 actions, no sticky actions, 1000-step episodes) while ours acts in Dopamine's setting (6 actions,
 sticky actions 0.1, ``jaxlab.rl.envs``); rejax stores ``next_obs`` in its buffer, ours reads it
-from the next slot; ours also runs a non-finite guard and logs metrics per update.
+from the next slot; ours also runs a non-finite guard and, on the calls it logs, computes metrics per update.
 
   benchmarks/rl_rejax_throughput.sh               # makes .venv-rejax (rejax + jaxlab) and runs this
-  python benchmarks/rl_rejax_throughput.py --frames=100000 --out benchmarks/results/rl/rejax_throughput.json
+  benchmarks/rl_rejax_throughput.sh --frames=100000 --frames_all_seeds --repeats=3 \
+      --out=benchmarks/results/rl/rejax_throughput.json   # every row >= 100k frames (~80 min, quiet 2 cores, estimated)
 
 Without rejax installed the rejax rows are skipped (one line says so) and ours still run.
 """
@@ -65,6 +71,7 @@ from rl_profile import save_result  # noqa: E402
 
 UPDATES_PER_CALL = 250  # as the trainer runs dqn_minatar (steps_per_call)
 UPDATE_PERIOD = 4       # frames per update in every row
+CHUNK_CALLS = 10        # calls per turn when the loops alternate (dqn_minatar logs once per 10 calls)
 
 
 def agent_config(head: str, num_envs: int = 1, config_arg: str = ""):
@@ -73,12 +80,6 @@ def agent_config(head: str, num_envs: int = 1, config_arg: str = ""):
   c.network.head = head
   c.env.num_envs = num_envs
   return c
-
-
-def _timed_call(fn) -> float:
-  t = time.perf_counter()
-  jax.block_until_ready(fn())
-  return time.perf_counter() - t
 
 
 class Ours:
@@ -100,10 +101,22 @@ class Ours:
       self.state = jax.device_put(states, sharding)
       self.step = make_train_step(task.loss_fn, opt, vmap_runs=True, state_sharding=sharding, **kwargs)
     self.seeds = seeds
+    self.log_every, self.steps_done = c.log_every, 0
 
   def call(self):
-    self.state, metrics = self.step(self.state)
-    return metrics
+    """One call, with metrics only where the trainer would log them (once per ``log_every`` steps)."""
+    start, self.steps_done = self.steps_done, self.steps_done + self.updates_per_call
+    log = start // self.log_every != self.steps_done // self.log_every
+    self.state, metrics = self.step(self.state, metrics=log)
+    return self.state if metrics is None else metrics
+
+  def warm_up(self) -> int:
+    """Compiles both programs (a call without metrics and one with); returns the calls made."""
+    self.state = self.step(self.state, metrics=False)[0]
+    self.state, metrics = self.step(self.state, metrics=True)
+    jax.block_until_ready(metrics)
+    self.steps_done += 2 * self.updates_per_call
+    return 2
 
   def floor_program(self):
     """A jitted scan of ``updates_per_call`` bare updates (value_and_grad of the TD loss + Adam) on a
@@ -195,6 +208,11 @@ class Rejax:
     self.state = self.step(self.state)
     return self.state
 
+  def warm_up(self) -> int:
+    """Compiles and runs one call (with rejax's buffer fill); returns the calls made."""
+    jax.block_until_ready(self.call())
+    return 1
+
 
 def versions() -> dict:
   out = {"python": platform.python_version()}
@@ -210,43 +228,74 @@ def versions() -> dict:
 LOOPS = {"ours1": "jaxlab num_envs=1", "ours4": "jaxlab num_envs=4", "rejax": "rejax num_envs=4"}
 
 
+def calls_per_row(frames: int, seeds: int, updates_per_call: int = UPDATES_PER_CALL, all_seeds: bool = False) -> int:
+  """Timed calls per row and repeat: ``frames`` per seed, or (``all_seeds``) of all seeds together,
+  rounded up to whole calls."""
+  per_call = updates_per_call * UPDATE_PERIOD * (seeds if all_seeds else 1)
+  return -(-frames // per_call)
+
+
+def _timed_call(fn) -> tuple[float, float]:
+  """(wall, CPU) seconds of one call; CPU is the process's user + system time, all threads."""
+  t, c = time.perf_counter(), time.process_time()
+  jax.block_until_ready(fn())
+  return time.perf_counter() - t, time.process_time() - c
+
+
 def run_group(head: str, seeds: int, frames: int, repeats: int, loops: list[str], config_arg: str,
-              updates_per_call: int = UPDATES_PER_CALL, floor: bool = True) -> list[dict]:
-  """The rows of one (head, seeds) group (``loops``: keys of :data:`LOOPS`), timed in turn
-  ``repeats`` times; medians. The floor row (``floor``) is measured on the first of our loops' state."""
+              updates_per_call: int = UPDATES_PER_CALL, floor: bool = True, chunk: int = CHUNK_CALLS,
+              all_seeds: bool = False) -> list[dict]:
+  """The rows of one (head, seeds) group (``loops``: keys of :data:`LOOPS`); medians over ``repeats``.
+
+  In each repeat the loops take turns every ``chunk`` calls (A B C floor A B C floor ...), so that a
+  change of the machine's load falls on every loop alike; the floor (on the first of our loops'
+  state) runs one call per turn. ``frames``: see :func:`calls_per_row`.
+  """
   u = updates_per_call
-  calls = frames // (u * UPDATE_PERIOD)
+  calls = calls_per_row(frames, seeds, u, all_seeds)
   makers = {"ours1": lambda: Ours(head, 1, seeds, config_arg, u), "ours4": lambda: Ours(head, 4, seeds, config_arg, u),
             "rejax": lambda: Rejax(head, seeds, config_arg, u)}
   variants = {LOOPS[k]: makers[k] for k in loops}
   built, first = {}, {}
   for name, make in variants.items():
     built[name] = make()
-    first[name] = _timed_call(built[name].call)  # compile + one call (rejax: its buffer fill)
+    t = time.perf_counter()
+    first[name] = (built[name].warm_up(), time.perf_counter() - t)  # compile + calls (rejax: its buffer fill)
+  timed = dict(built)
   if floor:
-    floor_call = next(a for a in built.values() if isinstance(a, Ours)).floor_program()
-    floor_first = _timed_call(floor_call)
-  times = {name: [] for name in [*variants, *(["floor"] if floor else [])]}
+    timed["floor"] = next(a for a in built.values() if isinstance(a, Ours)).floor_program()
+    floor_first = _timed_call(timed["floor"])[0]
+  wall = {name: [] for name in timed}
+  cpu = {name: [] for name in timed}
   for _ in range(repeats):
-    for name, agent in built.items():
-      times[name].append(sum(_timed_call(agent.call) for _ in range(calls)) / calls)
-    if floor:
-      times["floor"].append(_timed_call(floor_call))
-  med = {name: float(np.median(t)) for name, t in times.items()}
+    spent = {name: np.zeros(3) for name in timed}  # wall, CPU, calls
+    for begin in range(0, calls, chunk):
+      for name, fn in timed.items():
+        for _ in range(1 if name == "floor" else min(chunk, calls - begin)):
+          spent[name] += (*_timed_call(fn if name == "floor" else fn.call), 1)
+    for name, (w, c, n) in spent.items():
+      wall[name].append(w / n)
+      cpu[name].append(c / n)
+  med = {name: float(np.median(t)) for name, t in wall.items()}
+  med_cpu = {name: float(np.median(t)) for name, t in cpu.items()}
   rows = []
   for name in variants:
     per_call = med[name]
     row = {"head": head, "seeds": seeds, "loop": name, "frames_per_seed": calls * u * UPDATE_PERIOD,
            "frames_per_sec": u * UPDATE_PERIOD * seeds / per_call,
            "ms_per_update_all_seeds": 1e3 * per_call / u,
-           "compile_s": max(first[name] - per_call, 0.0),
-           "repeats_frames_per_sec": [u * UPDATE_PERIOD * seeds / t for t in times[name]],
-           # the bare update of the same seeds' networks, as a share of this loop's time
-           "floor_fraction": med["floor"] / per_call if floor else None}
+           "cpu_ms_per_update_all_seeds": 1e3 * med_cpu[name] / u,
+           "compile_s": max(first[name][1] - first[name][0] * per_call, 0.0),
+           "repeats_frames_per_sec": [u * UPDATE_PERIOD * seeds / t for t in wall[name]],
+           # the bare update of the same seeds' networks, as a share of this loop's time (wall; CPU)
+           "floor_fraction": med["floor"] / per_call if floor else None,
+           "floor_fraction_cpu": med_cpu["floor"] / med_cpu[name] if floor else None}
     rows.append(row)
   if floor:
     rows.append({"head": head, "seeds": seeds, "loop": "floor: bare value_and_grad + Adam",
-                 "ms_per_update_all_seeds": 1e3 * med["floor"] / u, "compile_s": max(floor_first - med["floor"], 0.0)})
+                 "ms_per_update_all_seeds": 1e3 * med["floor"] / u,
+                 "cpu_ms_per_update_all_seeds": 1e3 * med_cpu["floor"] / u,
+                 "compile_s": max(floor_first - med["floor"], 0.0)})
   return rows
 
 
@@ -260,7 +309,8 @@ def ratios(rows: list[dict]) -> list[dict]:
     if ref:
       out.append({"head": r["head"], "seeds": r["seeds"], "loop": r["loop"],
                   "like_for_like": r["loop"] == "jaxlab num_envs=4",
-                  "ours_over_rejax": r["frames_per_sec"] / ref[0]["frames_per_sec"]})
+                  "ours_over_rejax": r["frames_per_sec"] / ref[0]["frames_per_sec"],
+                  "ours_over_rejax_cpu": ref[0]["cpu_ms_per_update_all_seeds"] / r["cpu_ms_per_update_all_seeds"]})
   return out
 
 
@@ -274,19 +324,24 @@ def summary(rows: list[dict]) -> dict:
     g = out.setdefault(f"{r['head']}_{r['seeds']}", {})
     if r["loop"].startswith("floor"):
       g["floor_ms_per_update"] = r["ms_per_update_all_seeds"]
+      g["floor_cpu_ms_per_update"] = r.get("cpu_ms_per_update_all_seeds")
       continue
     k = short[r["loop"]]
     g[f"{k}_frames_per_sec"] = r["frames_per_sec"]
     g[f"{k}_ms_per_update"] = r["ms_per_update_all_seeds"]
+    g[f"{k}_cpu_ms_per_update"] = r.get("cpu_ms_per_update_all_seeds")
     g[f"{k}_compile_s"] = r["compile_s"]
     if r.get("floor_fraction") is not None:
       g[f"{k}_floor_fraction"] = r["floor_fraction"]
+      g[f"{k}_floor_fraction_cpu"] = r.get("floor_fraction_cpu")
   for g in out.values():
     if g.get("rejax_floor_fraction"):  # no loop is faster than its own update: the most ours / rejax can be
       g["max_ours_over_rejax"] = 1 / g["rejax_floor_fraction"]
     for k in ("ours1", "ours4"):
       if "rejax_frames_per_sec" in g and f"{k}_frames_per_sec" in g:
         g[f"{k}_over_rejax"] = g[f"{k}_frames_per_sec"] / g["rejax_frames_per_sec"]
+        if g.get("rejax_cpu_ms_per_update") and g.get(f"{k}_cpu_ms_per_update"):
+          g[f"{k}_over_rejax_cpu"] = g["rejax_cpu_ms_per_update"] / g[f"{k}_cpu_ms_per_update"]
   return out
 
 
@@ -294,6 +349,9 @@ def main(argv: list[str] | None = None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--frames", type=int, default=100_000, help="timed frames per seed per row and repeat "
                       "(a multiple of 4 x --updates_per_call, the frames of one call)")
+  parser.add_argument("--frames_all_seeds", action="store_true", help="--frames counts the frames of all vmapped "
+                      "seeds together (each of S seeds runs --frames / S, rounded up to whole calls)")
+  parser.add_argument("--chunk", type=int, default=CHUNK_CALLS, help="calls per turn when the loops alternate")
   parser.add_argument("--heads", default="dense,softmoe")
   parser.add_argument("--seeds", default="1,8", help="vmapped seeds, comma-separated")
   parser.add_argument("--repeats", type=int, default=2)
@@ -306,6 +364,8 @@ def main(argv: list[str] | None = None) -> dict:
   args = parser.parse_args(argv)
   if args.updates_per_call < 1:
     parser.error(f"--updates_per_call={args.updates_per_call}; must be >= 1")
+  if args.chunk < 1:
+    parser.error(f"--chunk={args.chunk}; must be >= 1 (calls per turn)")
   per_call = args.updates_per_call * UPDATE_PERIOD
   if args.frames < per_call or args.frames % per_call:
     parser.error(f"--frames={args.frames}; must be a positive multiple of {per_call} (the frames of one call)")
@@ -321,15 +381,18 @@ def main(argv: list[str] | None = None) -> dict:
                 "device": jax.devices()[0].device_kind, "cpu_count": os.cpu_count(), "platform": platform.platform(),
                 "load_avg_start": os.getloadavg()[0]},
             "versions": versions(),
-            "method": ("each (head, seeds) group: its loops timed in turn, --repeats times (A B C A B C), median "
-                       "per row, because the machine may be shared; calls of 1000 frames (250 updates) per seed "
-                       "after one warm-up call; compile_s = first call minus one steady call"),
+            "method": (f"each (head, seeds) group: its loops and the floor take turns every {args.chunk} calls "
+                       "(A B C floor A B C floor ...) within each of --repeats repeats, median per row over the "
+                       "repeats, because the machine may be shared; calls of 250 updates (1000 frames per seed) "
+                       "after a warm-up that compiles every program; ours asks for metrics only on the calls the "
+                       "trainer logs (dqn_minatar: one in ten); wall and CPU (user + system, all threads) time; "
+                       "compile_s = warm-up minus its calls at the steady rate"),
             "like_for_like": "jaxlab num_envs=4 vs rejax num_envs=4 (4 environments, one acting pass per update)",
             "rows": []}
   for head in args.heads.split(","):
     for seeds in (int(s) for s in args.seeds.split(",")):
       rows = run_group(head, seeds, args.frames, args.repeats, loops, args.config_arg, args.updates_per_call,
-                       not args.no_floor)
+                       not args.no_floor, args.chunk, args.frames_all_seeds)
       result["rows"] += rows
       for r in rows:
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
@@ -338,7 +401,8 @@ def main(argv: list[str] | None = None) -> dict:
       save_result(args.out, result)  # after every group, so a cut-short run keeps what it measured
   result["ratios"], result["summary"] = ratios(result["rows"]), summary(result["rows"])
   for r in result["ratios"]:
-    print(r["head"], r["seeds"], r["loop"], "ours/rejax", round(r["ours_over_rejax"], 2), flush=True)
+    print(r["head"], r["seeds"], r["loop"], "ours/rejax", round(r["ours_over_rejax"], 2), "(CPU time:",
+          f"{r['ours_over_rejax_cpu']:.2f})", flush=True)
   result["machine"]["load_avg_end"] = os.getloadavg()[0]
   result["wall_s"] = time.time() - started
   save_result(args.out, result)

@@ -3,7 +3,7 @@
 # Makes .venv-rejax on first use: rejax 0.1.3 and its pinned dependencies (benchmarks/rejax_constraints.txt),
 # then jaxlab from this checkout with --no-deps plus what jaxlab.rl imports (flashbax, ml_collections, absl,
 # chex; also pinned there). Arguments go to the Python script, e.g.
-#   benchmarks/rl_rejax_throughput.sh --frames=100000 --out=benchmarks/results/rl/rejax_throughput.json
+#   benchmarks/rl_rejax_throughput.sh --frames=100000 --frames_all_seeds --repeats=3 --out=benchmarks/results/rl/rejax_throughput.json
 # PYTHON: the interpreter the venv is made from (default python3; 3.10-3.12). VENV: its path.
 set -e
 cd "$(dirname "$0")/.."

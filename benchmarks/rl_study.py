@@ -33,9 +33,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.rl_study_cells import cell_config, run_labels, units  # noqa: E402
-from jaxlab.report import iqm_ci  # noqa: E402 - the IQM and stratified-bootstrap CI of python -m jaxlab.report
-from jaxlab.train.metrics_writer import read_metrics  # noqa: E402
+from benchmarks.rl_study_cells import cell_config, iqm_table, run_cell, run_labels, units  # noqa: E402
 from jaxlab.experiment import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/rl_expert_scaling.py", "study config")
@@ -76,52 +74,10 @@ def measure(study: Any, out: str) -> None:
 
 # ---------------------------------------------------------------- cells
 
-def _per_run(value: Any, runs: int) -> list[float]:
-  v = np.asarray(value, np.float64).reshape(-1)
-  return [float(x) for x in (v if v.size == runs else np.repeat(v, runs))]
-
-
 def _selected(study: Any) -> list[tuple[str, str, str | None]]:
   """The study's programs, or those whose cell or key ``--cells`` names."""
   wanted = set(_CELLS.value or ())
   return [u for u in units(study) if not wanted or u[0] in wanted or u[1] in wanted]
-
-
-def run_cell(study: Any, name: str, game: str | None = None, key: str | None = None) -> dict[str, Any]:
-  """Trains one cell (all its runs in one program) on ``game``; returns its record for the JSON."""
-  c = cell_config(study, name, game)
-  workdir = os.path.join(study.workdir, key or name)
-  t0 = time.perf_counter()
-  summary = train(c, workdir, progress=False).summary
-  wall = time.perf_counter() - t0
-  runs = summary["runs"]
-  rows = read_metrics(workdir)
-  curve = [r for r in rows if "episode_return" in r]
-  frames_per_update = c.dqn.update_period  # frames of all environments per update
-  lb = [r for r in rows if "opt/lb" in r]
-  return {
-      "cell": name, "game": c.env.name, "what": study.cells[name].what, "runs": run_labels(study),
-      "network": c.network.to_dict(), "optimizer": c.optimizer.to_dict(), "env": c.env.name,
-      "frames": c.num_steps * frames_per_update, "dqn": c.dqn.to_dict(),
-      "parameters": summary["parameters"],
-      "frames_per_sec_all_runs": float(np.mean(summary["frames_per_sec"])) * runs,
-      "wall_time_s": wall,
-      # Greedy-ish evaluation (eval_epsilon) after the last update: one whole episode per eval env,
-      # capped at eval_steps steps (eval_capped = 1 where the cap cut an episode short).
-      "eval_return": _per_run(summary["eval_return"], runs),
-      "eval_episodes": _per_run(summary["eval_episodes"], runs),
-      "eval_capped": _per_run(summary["eval_capped"], runs) if "eval_capped" in summary else None,
-      # Mean return of the last 100 completed training episodes (epsilon-greedy), over time.
-      "curve_frames": [r["step"] * frames_per_update for r in curve],
-      "curve_return": [_per_run(r["episode_return"], runs) for r in curve],
-      "final_train_return": _per_run(curve[-1]["episode_return"], runs),
-      "final_loss": _per_run(summary["final_loss"], runs),
-      "nonfinite_skipped": _per_run(summary["nonfinite_skipped"], runs),
-      "final_lb": _per_run(lb[-1]["opt/lb"], runs) if lb else None,
-      "final_step_size": _per_run(lb[-1]["opt/step_size"], runs) if lb and "opt/step_size" in lb[-1] else None,
-      "loss_curve": [_per_run(r["loss"], runs) for r in rows if "loss" in r],
-      "load_average": os.getloadavg()[0],
-  }
 
 
 # ---------------------------------------------------------------- report
@@ -133,40 +89,6 @@ def _fmt(values: list[float] | None, digits: int = 2) -> str:
   if np.all(np.isnan(v)):
     return "nan"
   return f"{np.nanmean(v):.{digits}f} ± {np.nanstd(v):.{digits}f}"
-
-
-def iqm_table(results: dict[str, Any], order: list[str], key: str,
-              by_game: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, Any]]:
-  """IQM of min-max normalised returns per cell, 95% stratified-bootstrap CIs.
-
-  ``by_game``: cell -> {game: record key} (default: each cell is its own record, one game).
-  Normalisation, per game: (R - min) / (max - min) with min/max over every run of every cell of
-  this study on that game, so 0 = the worst run seen, 1 = the best; a cell's scores are
-  [runs, games], the bootstrap resamples runs within each game (rliable's stratification).
-  """
-  by_game = by_game or {n: {"": n} for n in order if n in results}
-  names = [n for n in order if n in by_game and by_game[n]]
-  games = sorted({g for n in names for g in by_game[n]})
-  bounds = {}
-  for g in games:
-    allv = np.concatenate([np.asarray(results[by_game[n][g]][key], np.float64) for n in names if g in by_game[n]])
-    bounds[g] = (float(np.nanmin(allv)), float(np.nanmax(allv)))
-  out = {}
-  for n in names:
-    cols = []
-    for g in games:
-      if g in by_game[n]:
-        lo, hi = bounds[g]
-        cols.append((np.nan_to_num(np.asarray(results[by_game[n][g]][key], np.float64), nan=lo) - lo)
-                    / max(hi - lo, 1e-12))
-    point, ci_lo, ci_hi = iqm_ci(np.stack(cols, axis=1))  # [runs, games]; rliable, 2000 reps, seed 0
-    out[n] = {"iqm": point, "ci_low": ci_lo, "ci_high": ci_hi}
-    if games == [""]:
-      out[n].update(min=bounds[""][0], max=bounds[""][1])
-    else:
-      out[n].update(games=[g for g in games if g in by_game[n]], min={g: bounds[g][0] for g in games},
-                    max={g: bounds[g][1] for g in games})
-  return out
 
 
 def _eval_description(r: dict[str, Any]) -> str:

@@ -37,6 +37,25 @@ for images. Rainbow's pieces are options of the same agent (docs/methods/soft_mo
 pieces and the IMPALA encoder"): ``--config.network.num_atoms=51 --config.dqn.update_horizon=3
 --config.network.dueling=True --config.network.noisy=True --config.dqn.double_dqn=True
 --config.dqn.replay_scheme=prioritized``.
+
+Router options: on MinAtar the Soft MoE's router stays uniform under Dopamine's recipe (normalised
+routing entropy ~0.999 after 60k frames), so every output token is the same mixture and the Q head
+sees no position. Each option below is off by default (off = the network and run above, bit for bit)
+and is a variant of ``benchmarks/rl_router_diagnosis.py`` (docs/methods/soft_moe_rl.md, "Why the
+router does not learn"):
+
+* ``--config.network.normalize=True``: l2-normalised tokens and router with a learned scale
+  (Puigcerver et al., Sec. 2.3; vmoe's default, Dopamine's ``normalization=False``);
+* ``--config.optimizer.eps=1e-8``: Adam's own eps (Kingma & Ba) instead of Dopamine's 3.125e-4, which
+  is larger than the router's gradients;
+* ``--config.network.position_embedding=learned``: a learned table added to the tokens (ViT's);
+* ``--config.network.tokenizer=per_patch --config.network.patch_size=(2,2)``: Dopamine's PER_PATCH
+  tokens (a strided patch convolution to ``network.embedding_size`` = 64 dims; 2x2 patches keep all of
+  MinAtar's 10x10 cells, Dopamine's 3x3 would drop the last row, Breakout's paddle);
+* ``--config.network.pooling=gap``: global average pooling over the positions in place of the
+  flatten before the Q head (Sokar & Castro, "Mind the GAP!", 2025);
+* ``--config.network.router_diagnostics=True``: logs what says why (``moe/combine_spread``,
+  ``q_spread_*``, ``router/grad_rms_over_eps``, ``router/step_fraction``; ``jaxlab.rl.diagnostics``).
 """
 
 import ml_collections
@@ -66,6 +85,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       # per-feature tokens (each embedding_size wide) for vector observations
       "encoder": "auto", "head": "softmoe", "tokenizer": "auto", "num_experts": 8,
       "expert_hidden": 128, "width": 128, "width_multiplier": 1, "mlp_features": (512,), "embedding_size": 64,
+      "patch_size": (3, 3),  # the per_patch tokenizer's (Dopamine's); (2, 2) tiles MinAtar's 10x10 map
+      # Router options (module doc), all off = Dopamine's: l2-normalised routing with a learned scale,
+      # a learned position embedding on the tokens, "gap" = global average pooling instead of flatten
+      "normalize": False, "position_embedding": "none", "pooling": "flatten",
       # Top-1 auxiliary-loss weights (jaxlab.rl.dqn.td_loss); 0 = Dopamine's released configs
       "importance_weight": 0.0, "load_balancing_weight": 0.0,
       # Soft MoE implementation (jaxlab.moe.soft_moe): "auto" = the CPU kernel on CPU, the einsum
@@ -75,7 +98,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       # dqn.vmin..dqn.vmax (Dopamine's Rainbow: 51); dueling streams; noisy linear layers
       "num_atoms": 1, "dueling": False, "noisy": False,
       # diag/* metrics (dormant neurons, feature rank) on the loss's replay batch: jaxlab.rl.diagnostics
-      "diagnostics": False})
+      "diagnostics": False,
+      # moe/combine_spread, q_spread_*, router/* (Adam's moments vs eps): why a router does or does not learn
+      "router_diagnostics": False})
   c.dqn = ml_collections.ConfigDict({
       "gamma": 0.99,
       "update_period": 4,               # environment frames (all envs together) per update

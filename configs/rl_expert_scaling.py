@@ -49,6 +49,18 @@ its smoke test (3 cells, tiny widths, ~1k frames)::
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:tokenize
   python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:tokenize_small \
       --config.out_dir=/tmp/rlx_tok --config.workdir=/tmp/rlx_tok_runs
+
+``router`` is the design re-run with the router option that moved the Soft MoE's router (and its
+return) most in ``benchmarks/rl_router_diagnosis.py`` (``ROUTER_FIX``, one of
+``configs/rl_router_diagnosis.py``'s variants; none reached the entropy target at 60k frames, see
+docs/methods/soft_moe_rl.md) beside the paper's recipe: Breakout and SpaceInvaders; dense x1 / x4 /
+x8, Soft MoE 1 / 2 / 4 / 8 experts on the paper's recipe and with the fix; 3 vmapped seeds;
+``ROUTER_FRAMES`` frames per run (epsilon decay and warm-up scaled as above). The result files carry the date of the run
+(``--config.prefix``); ``router_smoke`` is its code path at toy size::
+
+  nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:router --measure
+  nice -n 10 python benchmarks/rl_study.py --config=configs/rl_expert_scaling.py:router \
+      --config.prefix=expert_scaling_router_$(date +%F)
 """
 
 import ml_collections
@@ -69,8 +81,12 @@ def scaled_dqn(frames: int) -> dict:
           "replay_capacity": frames + 1000}
 
 
-ARGS = (None, "", "small", "two_games", "full", "full_smoke", "tokenize", "tokenize_small")
+ARGS = (None, "", "small", "two_games", "full", "full_smoke", "tokenize", "tokenize_small", "router", "router_smoke")
 TWO_GAMES_FRAMES = 60_000  # both games within the ~90-minute CPU budget of a study
+#: The router option of the ``router`` design: a variant of configs/rl_router_diagnosis.py (the one that moved the
+#: routing entropy and the return most: normalize; benchmarks/results/rl/router_diagnosis.json).
+ROUTER_FIX = "normalize"
+ROUTER_FRAMES = 200_000  # per run: the smallest budget the issue asks for; ~3x the 60k-frame study
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -80,10 +96,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   "full_smoke" for a one-minute run of the full design's code path, "tokenize" / "tokenize_small"
   for the ablations of "Don't flatten, tokenize!" (see the module doc)."""
   if arg not in ARGS:
-    raise ValueError(f"configs/rl_expert_scaling.py takes no argument, 'small', 'two_games', 'full', "
-                     f"'full_smoke', 'tokenize' or 'tokenize_small', got {arg!r}")
+    raise ValueError(f"configs/rl_expert_scaling.py takes no argument or one of {ARGS[2:]}, got {arg!r}")
   if arg in ("full", "full_smoke"):
     return _full(smoke=arg == "full_smoke")
+  if arg in ("router", "router_smoke"):
+    return _router(smoke=arg == "router_smoke")
   small, two_games = arg in ("small", "tokenize_small"), arg == "two_games"
   c = ml_collections.ConfigDict()
   tokenize = arg in ("tokenize", "tokenize_small")
@@ -188,6 +205,50 @@ def _full(smoke: bool) -> ml_collections.ConfigDict:
   if smoke:
     cells = {"top1_8": cells["top1_8"]}  # two programs (one per game), mostly compilation
     cells["top1_8"]["set"]["network"].update(expert_hidden=16)
+  c.cells = ml_collections.ConfigDict(cells)
+  c.order = tuple(cells)
+  return c
+
+
+def _router(smoke: bool) -> ml_collections.ConfigDict:
+  """The design with ``ROUTER_FIX`` beside the paper's recipe (see the module doc); ``smoke``: its code path."""
+  from jaxlab.config_files import load_config_module  # noqa: PLC0415 - a config reusing another's variants
+  fix = load_config_module("rl_router_diagnosis").VARIANTS[ROUTER_FIX]
+  c = ml_collections.ConfigDict()
+  c.name = "rl_expert_scaling_router"
+  c.kind = "scaling"
+  c.games = ("breakout",) if smoke else ("breakout", "space_invaders")
+  c.seeds = 2 if smoke else 3
+  c.workdir = "runs/rl_expert_scaling_router"
+  c.out_dir = "benchmarks/results/rl"
+  c.prefix = "expert_scaling_router"  # the command adds the date: --config.prefix=expert_scaling_router_<date>
+  c.measure_steps = 500
+  frames = 1_200 if smoke else ROUTER_FRAMES
+  steps_per_call = 25 if smoke else 250
+  num_steps = frames // 4
+  c.base = ml_collections.ConfigDict({
+      "num_steps": num_steps, "steps_per_call": steps_per_call,
+      "log_every": steps_per_call if smoke else 4 * steps_per_call, "eval_every": num_steps,
+      "checkpoint_every": 6 * steps_per_call if smoke else 40 * steps_per_call,
+      "dqn": {**scaled_dqn(frames), "eval_envs": 8, "eval_steps": 200 if smoke else 2000},
+      "network": {"router_diagnostics": True},  # moe/combine_spread, router/*, q_spread_* in every run's metrics
+      "compute_dtype": "float32",
+  })
+  h = 16 if smoke else 128
+  cells = {
+      "dense": _cell(f"dense {h} (baseline)", head="dense", width=h, width_multiplier=1),
+      "dense_x4": _cell(f"dense {h} x 4", head="dense", width=h, width_multiplier=4),
+      "dense_x8": _cell(f"dense {h} x 8", head="dense", width=h, width_multiplier=8),
+  }
+  for n in (1, 2, 4, 8):
+    cells[f"softmoe_{n}"] = _cell(f"Soft-MoE, {n} experts (the paper's recipe)", head="softmoe", num_experts=n,
+                                  expert_hidden=h)
+    fixed = _cell(f"Soft-MoE, {n} experts, {ROUTER_FIX}", head="softmoe", num_experts=n, expert_hidden=h)
+    fixed["set"]["network"].update(fix["set"].get("network", {}))
+    fixed["set"].update({k: dict(v) for k, v in fix["set"].items() if k != "network"})
+    cells[f"softmoe_{n}_{ROUTER_FIX}"] = fixed
+  if smoke:
+    cells = {k: cells[k] for k in ("dense", "softmoe_2", f"softmoe_2_{ROUTER_FIX}")}
   c.cells = ml_collections.ConfigDict(cells)
   c.order = tuple(cells)
   return c

@@ -181,6 +181,22 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "jaxlab's DQN beside rejax 0.1.3's, the same QNetwork in both, dense and Soft MoE, 1 and 8 vmapped seeds.",
         "benchmarks/rl_rejax_throughput.sh --frames=1000 --repeats=3 --out=benchmarks/results/rl/rejax_throughput.json",
         _RL),
+    "rl/expert_scaling_router_cost.json": (
+        "CPU seconds per 1k frames of the expert-scaling cells (3 vmapped seeds) and the CPU estimate of the 200k-frame "
+        "re-run with the router fix (configs/rl_expert_scaling.py:router).",
+        "nice -n 10 python benchmarks/rl_router_diagnosis.py --measure --config=configs/rl_expert_scaling.py:router "
+        "--config.measure_steps=1000 --cells=dense,dense_x4,dense_x8,softmoe_1,softmoe_2,softmoe_4,softmoe_8",
+        _RL),
+    "rl/router_diagnosis.json": (
+        "Why the Soft-MoE router does not learn on MinAtar: routing entropies, combine spread, router gradient vs "
+        "Adam's eps, Q spread and returns per router option (softmoe, normalize, adam_eps; position_embedding on "
+        "Breakout; the rest cut for time), Breakout and SpaceInvaders, 3 seeds, 60k frames.",
+        "python benchmarks/rl_router_diagnosis.py --cells=softmoe,normalize,adam_eps,breakout/position_embedding",
+        _RL),
+    "rl/router_diagnosis_cost.json": (
+        "CPU seconds per 1k frames of each router-study variant (3 vmapped seeds), with and without the diagnostics.",
+        "nice -n 10 python benchmarks/rl_router_diagnosis.py --measure",
+        _RL),
     "rl/td_update_speed.json": (
         "The jitted DQN's TD update and its parts on XLA:CPU, against the CleanRL-style loop.",
         "cd benchmarks && python rl_td_update_speed.py --k 100 --rounds 5 --out results/rl/td_update_speed.json",

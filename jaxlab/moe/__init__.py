@@ -13,7 +13,7 @@ from jaxlab.lazy_submodules import lazy_submodules as _lazy_submodules
 
 from jaxlab.moe.experts import apply_experts, init_experts, init_noisy_experts, noisy_expert_weights
 from jaxlab.moe.modules import SoftMoE, Top1MoE
-from jaxlab.moe._soft_moe import (init_router, init_soft_moe, num_slots, soft_moe,
+from jaxlab.moe._soft_moe import (combine_spread, init_router, init_soft_moe, num_slots, soft_moe,
                                   soft_moe_einsum, soft_moe_stats)
 from jaxlab.moe.top1 import capacity, init_top1_moe, top1_moe
 
@@ -22,7 +22,8 @@ from jaxlab.moe.top1 import capacity, init_top1_moe, top1_moe
 EXPERT_PARALLEL_RULES = ((r"experts/", ("expert",)),)
 
 __all__ = [
-    "EXPERT_PARALLEL_RULES", "SoftMoE", "Top1MoE", "apply_experts", "capacity", "init_experts",
+    "EXPERT_PARALLEL_RULES", "SoftMoE", "Top1MoE", "apply_experts", "capacity", "combine_spread",
+    "init_experts",
     "init_noisy_experts", "init_router", "init_soft_moe", "init_top1_moe", "nnx", "noisy_expert_weights", "num_slots",
     "soft_moe", "soft_moe_einsum", "soft_moe_stats", "top1_moe",
 ]

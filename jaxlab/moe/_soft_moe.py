@@ -207,14 +207,51 @@ def _max_entropy(k: int) -> float:
   return math.log(k) if k > 1 else 1.0  # one choice: entropy 0, keep it 0
 
 
+def combine_spread(combine: jax.Array) -> jax.Array:
+  r"""How much the output tokens differ: the combine weights' spread over positions, normalised.
+
+  With combine weights :math:`C \in \mathbb{R}^{m \times s}` of one sample (each row a softmax over
+  the :math:`s = np` slots, Puigcerver et al. Sec. 2.1), output token :math:`i` is
+  :math:`y_i = \sum_j C_{ij} f_j`: tokens differ only as far as the rows of :math:`C` differ.
+
+  .. math::
+    \mathrm{spread}(C) = \frac{\frac{1}{s} \sum_j \mathrm{std}_i\, C_{ij}}{\frac{1}{ms} \sum_{ij} C_{ij}}
+      = s \cdot \frac{1}{s} \sum_j \mathrm{std}_i\, C_{ij},
+
+  the mean over slots of each slot's standard deviation over positions, over the mean combine
+  weight :math:`1/s` (a coefficient of variation). 0: every position takes the same mixture of
+  slots, so every output token is the same vector and a flatten -> dense head after the layer sees
+  no position. While the logits :math:`L` are small it is about
+  :math:`\frac{1}{s}\sum_j \mathrm{std}_i (L_{ij} - \bar L_i)`, the logits' spread over positions
+  (each row centred); rows one-hot on distinct slots (:math:`m = s`) give :math:`\sqrt{m - 1}`.
+
+  Args:
+    combine: combine weights [b, m, s] (each row sums to 1).
+
+  Returns:
+    float32 []: the spread of each sample's weights, averaged over the batch.
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> from jaxlab.moe import combine_spread
+    >>> float(combine_spread(jnp.full((2, 4, 8), 1 / 8)))  # every token the same mixture
+    0.0
+    >>> round(float(combine_spread(jnp.eye(4)[None])), 3)  # one-hot on distinct slots: sqrt(4 - 1)
+    1.732
+  """
+  s = combine.shape[-1]
+  return (s * jnp.mean(jnp.std(combine.astype(jnp.float32), axis=1))).astype(jnp.float32)
+
+
 def soft_moe_stats(logits: jax.Array) -> dict[str, jax.Array]:
   """Routing statistics from logits [b, m, n, p] (scalars unless noted).
 
   dispatch_entropy / combine_entropy: mean entropy of each slot's dispatch weights over tokens /
   each token's combine weights over slots, divided by its maximum (log m, log n*p): 1 = uniform,
   0 = one-hot. dispatch_max / combine_max: mean of the largest weight (vmoe's
-  ``*_weights_max_mean``). expert_load [n]: share of the combine weight each expert receives
-  (sums to 1; 1/n when balanced).
+  ``*_weights_max_mean``). combine_spread: :func:`combine_spread` (0 = every output token the
+  same). expert_load [n]: share of the combine weight each expert receives (sums to 1; 1/n when
+  balanced).
   """
   b, m, n, p = logits.shape
   dispatch = jax.nn.softmax(logits, axis=1)
@@ -224,5 +261,6 @@ def soft_moe_stats(logits: jax.Array) -> dict[str, jax.Array]:
       "combine_entropy": jnp.mean(_entropy(combine, 2)) / _max_entropy(n * p),
       "dispatch_max": jnp.mean(jnp.max(dispatch, axis=1)),
       "combine_max": jnp.mean(jnp.max(combine, axis=2)),
+      "combine_spread": combine_spread(combine),
       "expert_load": jnp.mean(combine.reshape(b, m, n, p).sum(-1), axis=(0, 1)),
   }

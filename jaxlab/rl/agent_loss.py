@@ -148,7 +148,8 @@ def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn:
     The loss function; with noisy layers ``rng`` gives the online pass's key and the target's. A
     ``QNetwork(diagnostics=True)`` also logs ``diag/...`` (dormant neurons, feature rank) of the
     online network on the replay batch (:func:`jaxlab.rl.diagnostics.replay_diagnostics`), as both
-    papers measure them.
+    papers measure them; a ``QNetwork(router_diagnostics=True)`` the online Q-values' spread on
+    the batch (``q_spread_states``, ``q_spread_actions``: :func:`jaxlab.rl.diagnostics.q_spread`).
   """
 
   def loss_fn(params, batch, rng, target_params):
@@ -159,7 +160,8 @@ def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn:
       target_fn = lambda p, obs: agent.q_fn(p, obs, k_target, per_row=False)  # one key: target_output's
     value, metrics = dqn.td_loss(strip(online_fn), params, target_params, batch, gamma=gamma ** horizon,
                                  double_dqn=double_dqn, loss=loss, aux_weights=aux_weights, log_routing=log_routing,
-                                 support=agent.support, target_q_fn=strip(target_fn), per_sample=per_sample)
+                                 support=agent.support, target_q_fn=strip(target_fn), per_sample=per_sample,
+                                 log_q_spread=agent.net.router_diagnostics)
     if agent.net.diagnostics:
       metrics.update(diagnostics.replay_diagnostics(agent.q_fn, params, batch.obs))
     return value, metrics

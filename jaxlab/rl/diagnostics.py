@@ -1,4 +1,4 @@
-r"""Network diagnostics of value networks: the dormant-neuron fraction and the feature rank.
+r"""Diagnostics of value networks: dormant neurons, feature rank, and what says why a router does not learn.
 
 * Dormant neurons (Sokar, Agarwal, Castro, Evci, "The Dormant Neuron Phenomenon in Deep
   Reinforcement Learning", ICML 2023, Def. 3.1): neuron :math:`i` of a layer with :math:`H`
@@ -30,6 +30,17 @@ Both papers measure on a batch of states sampled from the replay buffer (Dopamin
 MinAtar one observation per environment step). :func:`replay_diagnostics` is that measurement on
 the replay batch a loss already has; the network returns the activations only with
 ``QNetwork(diagnostics=True)``.
+
+Why a Soft-MoE router does not learn (docs/methods/soft_moe_rl.md, "Why the router does not learn"):
+
+* :func:`q_spread`: how much the Q-values vary over the states of a batch and over the actions; a
+  position-blind network (uniform routing, whose output tokens are all equal) has almost none
+  over states.
+* :func:`adam_moments`: each parameter group's gradient RMS from Adam's second moment against
+  Adam's :math:`\epsilon`, and the share of Adam's normalised step :math:`\epsilon` leaves it: a
+  router whose gradients sit below :math:`\epsilon` takes steps that much shorter than the rest.
+* The routing entropies and :func:`jaxlab.moe.combine_spread` are the layer's own statistics
+  (:func:`jaxlab.moe.soft_moe_stats`), logged from the acting passes.
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from jaxlab import errors
 from jaxlab.errors import check
@@ -165,3 +177,108 @@ def replay_diagnostics(q_fn: Callable[[Any, jax.Array], tuple[Any, Mapping[str, 
   """
   _, stats = q_fn(jax.lax.stop_gradient(params), obs)
   return network_diagnostics(stats)
+
+
+def q_spread(q: jax.Array) -> dict[str, jax.Array]:
+  r"""The Q-values' spread over the states of a batch and over the actions.
+
+  .. math::
+    \mathrm{states} = \frac{1}{A}\sum_a \mathrm{std}_s\, Q(s, a), \qquad
+    \mathrm{actions} = \frac{1}{B}\sum_s \mathrm{std}_a\, Q(s, a)
+
+  A network whose penultimate features do not depend on where things are (a Soft MoE with uniform
+  routing: every output token is the mean token's expert output) gives nearly the same Q-values to
+  every state of a batch: ``states`` near 0 while a dense head's is not.
+
+  Args:
+    q: Q-values [B, A] (expected values under C51).
+
+  Returns:
+    ``{"q_spread_states", "q_spread_actions"}``, float32 scalars.
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> {k: float(v) for k, v in q_spread(jnp.array([[0.0, 2.0], [2.0, 4.0]])).items()}
+    {'q_spread_states': 1.0, 'q_spread_actions': 1.0}
+  """
+  check(jnp.ndim(q) == 2, f"q of shape {jnp.shape(q)}; need [batch, actions]")
+  q = jnp.asarray(q).astype(jnp.float32)
+  return {"q_spread_states": jnp.mean(jnp.std(q, axis=0)), "q_spread_actions": jnp.mean(jnp.std(q, axis=1))}
+
+
+def _has_key(path: tuple, name: str) -> bool:
+  return any(getattr(k, "key", getattr(k, "name", None)) == name for k in path)
+
+
+def adam_moments(opt_state: Any, eps: float, b2: float, groups: Mapping[str, str] | None = None,
+                 where: str = "adam_moments") -> dict[str, jax.Array]:
+  r"""Gradient RMS from Adam's second moments, against :math:`\epsilon`, per parameter group.
+
+  Adam (Kingma & Ba, ICLR 2015, Algorithm 1) steps each coordinate by
+  :math:`\eta\, \hat m / (\sqrt{\hat v} + \epsilon)` with :math:`\hat v = v / (1 - \beta_2^t)`,
+  the bias-corrected running mean of :math:`g^2` over about :math:`1 / (1 - \beta_2)` updates. Where
+  :math:`\sqrt{\hat v} \ll \epsilon` the step is :math:`\eta\, \hat m / \epsilon`: shorter than Adam's
+  normalised step by the factor :math:`\sqrt{\hat v} / (\sqrt{\hat v} + \epsilon)`. For the
+  parameters whose path holds the key of each group, and for all parameters (``adam/...``):
+
+  * ``<group>/grad_rms`` :math:`= \sqrt{\mathrm{mean}_i\, \hat v_i}`, the gradient's RMS over the
+    group's coordinates and the recent updates;
+  * ``<group>/grad_rms_over_eps`` = that over :math:`\epsilon`;
+  * ``<group>/step_fraction`` :math:`= \mathrm{mean}_i \sqrt{\hat v_i} / (\sqrt{\hat v_i} + \epsilon)`: the
+    share of Adam's normalised step that :math:`\epsilon` leaves (1: none lost; ~0.06 for gradients
+    15x below :math:`\epsilon`).
+
+  Read from the optimizer state, so the metrics cost a few reductions and need no second gradient.
+
+  Args:
+    opt_state: an optax state holding one ``ScaleByAdamState`` (``optax.adam``, ``adamw``, inside
+      ``inject_hyperparams`` or a chain). Where ``inject_hyperparams`` holds ``eps`` / ``b2`` (a
+      swept value), those are used instead of the arguments.
+    eps: Adam's :math:`\epsilon` (the config's ``optimizer.eps``; optax's default 1e-8).
+    b2: Adam's :math:`\beta_2` (optax's default 0.999).
+    groups: metric prefix -> the parameter-path key that selects the group (default
+      ``{"router": "router"}``: the MoE layers' router parameters).
+    where: what asked for the metrics, for the error message (e.g. a config key).
+
+  Returns:
+    float32 scalars ``adam/...`` and ``<group>/...`` (a group with no parameters is left out); all 0
+    before the first update.
+
+  Raises:
+    InputError: ``opt_state`` holds no Adam state, or more than one.
+
+  Examples:
+    >>> import jax.numpy as jnp, optax
+    >>> params = {"router": {"phi": jnp.zeros(4)}, "head": jnp.zeros(4)}
+    >>> opt = optax.adam(1e-3, eps=1e-4)
+    >>> state = opt.init(params)
+    >>> grads = {"router": {"phi": jnp.full(4, 1e-5)}, "head": jnp.full(4, 1e-2)}
+    >>> _, state = opt.update(grads, state, params)
+    >>> m = adam_moments(state, eps=1e-4, b2=0.999)
+    >>> round(float(m["router/grad_rms_over_eps"]), 3), round(float(m["router/step_fraction"]), 3)
+    (0.1, 0.091)
+  """
+  is_adam = lambda x: isinstance(x, optax.ScaleByAdamState)  # noqa: E731
+  adam = [x for x in jax.tree.leaves(opt_state, is_leaf=is_adam) if is_adam(x)]
+  check(len(adam) == 1, f"{where}: the optimizer state holds {len(adam)} Adam states; Adam's moments against eps "
+        "need exactly one (optimizer.name='adam' or 'adamw')")
+  has_hyper = lambda x: isinstance(getattr(x, "hyperparams", None), dict)  # noqa: E731
+  for state in (x for x in jax.tree.leaves(opt_state, is_leaf=has_hyper) if has_hyper(x)):
+    eps, b2 = state.hyperparams.get("eps", eps), state.hyperparams.get("b2", b2)
+  count = adam[0].count
+  correction = 1.0 - jnp.asarray(b2, jnp.float32) ** count.astype(jnp.float32)
+  leaves = jax.tree_util.tree_flatten_with_path(adam[0].nu)[0]
+  eps = jnp.asarray(eps, jnp.float32)
+
+  def summary(values: list[jax.Array]) -> dict[str, jax.Array]:
+    v = jnp.concatenate([jnp.ravel(x).astype(jnp.float32) for x in values])
+    v_hat = jnp.where(count > 0, v / jnp.maximum(correction, 1e-30), 0.0)
+    rms, root = jnp.sqrt(jnp.mean(v_hat)), jnp.sqrt(v_hat)
+    return {"grad_rms": rms, "grad_rms_over_eps": rms / eps, "step_fraction": jnp.mean(root / (root + eps))}
+
+  out = {f"adam/{k}": v for k, v in summary([x for _, x in leaves]).items()}
+  for prefix, key in (groups or {"router": "router"}).items():
+    chosen = [x for path, x in leaves if _has_key(path, key)]
+    if chosen:
+      out.update({f"{prefix}/{k}": v for k, v in summary(chosen).items()})
+  return out

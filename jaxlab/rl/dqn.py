@@ -22,7 +22,7 @@ from jaxlab import errors
 from jaxlab.contract import PER_SAMPLE
 from jaxlab.errors import check
 from jaxlab.registry import Registry
-from jaxlab.rl import distributional
+from jaxlab.rl import diagnostics, distributional
 
 QFn = Callable[[Any, jax.Array], tuple[jax.Array, dict[str, jax.Array]]]  # (params, obs) -> (q, stats)
 
@@ -125,7 +125,7 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
             aux_weights: Mapping[str, float] | None = None,
             log_routing: bool = True, support: jax.Array | None = None,
             target_q_fn: QFn | None = None,
-            per_sample: bool = False) -> tuple[jax.Array, dict[str, jax.Array]]:
+            per_sample: bool = False, log_q_spread: bool = False) -> tuple[jax.Array, dict[str, jax.Array]]:
   r"""One-step TD loss on a replay batch (``obs, action, reward, discount, next_obs``).
 
   .. math::
@@ -166,6 +166,9 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   of the n steps' discounts, with ``gamma`` = :math:`\gamma^n` (the ``dqn_minatar`` task's
   ``dqn.update_horizon``).
 
+  ``log_q_spread=True`` adds :func:`jaxlab.rl.diagnostics.q_spread` of the online Q-values on the
+  batch (expected values under C51): ``q_spread_states`` and ``q_spread_actions``.
+
   ``target_q_fn`` (default ``q_fn``) evaluates :math:`s'` for both the target network and the
   Double-DQN selector: a noisy network's task binds another noise key into it than into ``q_fn``,
   as Dopamine's full Rainbow draws one key for the online pass and another for the target's.
@@ -204,10 +207,12 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   mean = _batch_mean(getattr(batch, "weight", None))
   td_mean = _importance_mean(mean, getattr(batch, "importance", None))
   if support is not None:
-    value, q_taken, error, stats = _c51_values(q_fn, target_q_fn, params, target_params, batch, gamma,
-                                               double_dqn, support)
+    value, q_all, q_taken, error, stats = _c51_values(q_fn, target_q_fn, params, target_params, batch, gamma,
+                                                      double_dqn, support)
     td = td_mean(value)
     metrics = {"td_loss": td, "q_mean": mean(q_taken), "td_abs_error": mean(jnp.abs(error))}
+    if log_q_spread:
+      metrics.update(diagnostics.q_spread(jax.lax.stop_gradient(q_all)))
     if per_sample:
       metrics[PER_SAMPLE] = {"td_loss": value}
     return _with_aux(td, metrics, stats, aux_weights, log_routing)
@@ -226,26 +231,30 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   value = elementwise(error)
   td = td_mean(value)
   metrics = {"td_loss": td, "q_mean": mean(q_taken), "td_abs_error": mean(jnp.abs(error))}
+  if log_q_spread:
+    metrics.update(diagnostics.q_spread(jax.lax.stop_gradient(q)))
   if per_sample:
     metrics[PER_SAMPLE] = {"td_loss": value}
   return _with_aux(td, metrics, stats, aux_weights, log_routing)
 
 
 def _c51_values(q_fn: QFn, target_q_fn: QFn, params: Any, target_params: Any, batch: Any, gamma: Any,
-                double_dqn: bool, support: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, dict]:
-  """Per-transition C51 cross-entropy, expected ``Q(s, a)``, its error and the network's stats."""
+                double_dqn: bool, support: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, dict]:
+  """Per-transition C51 cross-entropy, the expected Q-values [B, A], expected ``Q(s, a)``, its error and the
+  network's stats."""
   logits, stats = q_fn(params, batch.obs)
   check(jnp.ndim(logits) == 3 and logits.shape[-1] == jnp.shape(support)[0],
         f"the network's output of shape {jnp.shape(logits)}; a support of {jnp.shape(support)[0]} atoms needs "
         "logits [batch, num_actions, num_atoms] (QNetwork's num_atoms)")
-  q_taken = _q_of_actions(distributional.expected_q(logits, support), batch.action)  # checks the actions
+  q_all = distributional.expected_q(logits, support)
+  q_taken = _q_of_actions(q_all, batch.action)  # checks the actions
   action = jnp.clip(jnp.asarray(batch.action, jnp.int32), 0, logits.shape[1] - 1)
   next_logits, _ = target_q_fn(target_params, batch.next_obs)
   selector = distributional.expected_q(target_q_fn(params, batch.next_obs)[0], support) if double_dqn else None
   discount = gamma * batch.discount.astype(jnp.float32)
   target = distributional.c51_target(next_logits, batch.reward, discount, support, selector)
   value = jnp.where(jnp.isnan(q_taken), jnp.nan, distributional.c51_loss(logits, action, target))
-  return value, q_taken, q_taken - jnp.sum(target * support, axis=-1), stats
+  return value, q_all, q_taken, q_taken - jnp.sum(target * support, axis=-1), stats
 
 
 def _with_aux(td: jax.Array, metrics: dict, stats: dict, aux_weights: dict,

@@ -12,6 +12,13 @@ Ablations of Sokar et al., "Don't flatten, tokenize!", ICLR 2025: ``head="token_
 scaled to the width of n (:func:`scaled_single_expert`) is ``num_experts=1, expert_hidden=n*h``.
 ``diagnostics=True`` adds the activations :mod:`jaxlab.rl.diagnostics` scores to the stats.
 
+Options for a router that stays uniform (docs/methods/soft_moe_rl.md, "Why the router does not
+learn"), each off by default (off, the network, its parameters and stats are those without it):
+``normalize`` (Puigcerver et al.'s l2-normalised routing with a learned scale, vmoe's default),
+``position_embedding="learned"`` (ViT's table added to the tokens), ``tokenizer="per_patch"``
+(Dopamine's patch embedding), ``pooling="gap"`` (global average pooling in place of the flatten,
+Sokar & Castro 2025) and ``router_diagnostics`` (the combine weights' spread in the stats).
+
 Example::
 
   net = QNetwork(num_actions=6, encoder="minatar", head="softmoe", num_experts=8,
@@ -80,7 +87,9 @@ class QNetwork(nn.Module):
       ``moe_impl="cpu_kernel"``).
     moe_impl: Soft MoE implementation, ``"auto"`` (the CPU kernel on CPU, the einsum form on
       GPU/TPU, chosen when the program is lowered), ``"cpu_kernel"`` or ``"einsum"``.
-    patch_size: the "per_patch" tokenizer's patch size.
+    patch_size: the "per_patch" tokenizer's patch size (Dopamine's: (3, 3); its VALID convolution drops
+      the last ``H mod ph`` rows and ``W mod pw`` columns, so on MinAtar's 10x10 map (2, 2) or (5, 5)
+      keep every cell).
     embedding_size: the "per_patch" tokenizer's embedding size, and the token width of
       "per_feat" on vector features.
     mlp_features: the "mlp" encoder's hidden widths (dopamine's ``ClassicControlDQNNetwork``
@@ -114,6 +123,16 @@ class QNetwork(nn.Module):
       unless ``noisy_experts``.
     expert_means: noisy experts use their means too (no RNG needed): the noise-free network of the
       tasks' inference functions. Dopamine has no such mode.
+    position_embedding: "none", or "learned": a table [m, d] added to the tokens of the MoE and
+      token heads before the layer (:class:`~jaxlab.rl.networks_tokens.PositionEmbedding`, ViT's).
+    pooling: how the Q head's input is made from positions: "flatten" (the paper's: the MoE or
+      token layer's output [b, m, d] flattened, or the encoder's features before the dense head) or
+      "gap" (their mean over the positions: global average pooling, Sokar & Castro 2025,
+      :func:`~jaxlab.rl.networks_tokens.global_average_pool`); vector features have no positions to pool
+      but the tokens of the MoE and token heads.
+    router_diagnostics: the Soft MoE's stats keep ``combine_spread``
+      (:func:`jaxlab.moe.combine_spread`; dropped otherwise), and the dqn_minatar task logs the Q-values'
+      spread on the replay batch and the router's Adam moments against eps (``jaxlab.rl.diagnostics``).
     diagnostics: the stats also hold ``activations/encoder`` (the encoder's post-ReLU output),
       ``activations/penultimate`` (the post-ReLU hidden layer of the dense and token heads; the
       MoE heads' expert activations are not exposed) and ``activations/features`` (the Q head's
@@ -146,6 +165,9 @@ class QNetwork(nn.Module):
   noise_per_row: bool = False
   deterministic: bool = False
   expert_means: bool = False
+  position_embedding: str = "none"
+  pooling: str = "flatten"
+  router_diagnostics: bool = False
   diagnostics: bool = False
 
   @property
@@ -186,8 +208,10 @@ class QNetwork(nn.Module):
       w = getattr(self, name)
       check_range(w, f"QNetwork.{name}", 0)
     check_int(self.num_atoms, "QNetwork.num_atoms", meaning="1 = scalar Q-values, > 1 = C51 (Dopamine: 51)")
+    check_choice(self.position_embedding, "QNetwork.position_embedding", tokens.POSITION_EMBEDDINGS)
+    check_choice(self.pooling, "QNetwork.pooling", tokens.POOLINGS)
     for name in ("dueling", "noisy", "noisy_hidden", "noisy_experts", "noise_per_row", "deterministic",
-                 "expert_means", "diagnostics"):
+                 "expert_means", "router_diagnostics", "diagnostics"):
       check_bool(getattr(self, name), f"QNetwork.{name}")
     check(not (self.noisy_experts and self.head == "top1"),
           "QNetwork.noisy_experts=True with head='top1': only the Soft-MoE head has noisy experts; set it False")
@@ -211,28 +235,35 @@ class QNetwork(nn.Module):
     features = encoders.make_encoder(encoder, tuple(self.mlp_features))(obs)
     activations = {"encoder": features}
     hidden, stats = HEADS.get(self.head)(self, features, encoder, activations)
+    if not self.router_diagnostics:
+      stats.pop("combine_spread", None)
     if self.diagnostics:
       activations["features"] = hidden
       stats = {**stats, **{ACTIVATIONS + k: v for k, v in activations.items()}}
     return self._q_head(hidden), stats
 
   def _tokens(self, features: jax.Array, encoder: str) -> jax.Array:
-    """The encoder's features as tokens [b, m, d] for the MoE and token heads (``tokenizer``)."""
+    """The encoder's features as tokens [b, m, d] for the MoE and token heads (``tokenizer``), plus the
+    learned position embedding with ``position_embedding="learned"``."""
     tokenizer = self.tokenizer
     if tokenizer == "auto":
       tokenizer = "per_feat" if features.ndim == 2 else "per_conv"
     if tokenizer == "flatten":  # no tokenization: one token of everything (images or vectors)
-      return tokens.flatten(features)
-    if features.ndim == 2:  # vector features: one token per feature, each embedded
+      x = tokens.flatten(features)
+    elif features.ndim == 2:  # vector features: one token per feature, each embedded
       check(tokenizer == "per_feat",
             f"QNetwork.tokenizer={self.tokenizer!r} needs image features; the {encoder!r} encoder's vector "
             "features take tokenizer='per_feat' (or 'auto'): one token per feature, or 'flatten'")
-      return tokens.PerFeatureEmbedding(self.embedding_size, name="embedding")(features)
-    if tokenizer == "per_conv":
-      return tokens.per_conv(features)
-    if tokenizer == "per_feat":
-      return tokens.per_feat(features)
-    return tokens.PerPatch(self.embedding_size, tuple(self.patch_size))(features)
+      x = tokens.PerFeatureEmbedding(self.embedding_size, name="embedding")(features)
+    elif tokenizer == "per_conv":
+      x = tokens.per_conv(features)
+    elif tokenizer == "per_feat":
+      x = tokens.per_feat(features)
+    else:
+      x = tokens.PerPatch(self.embedding_size, tuple(self.patch_size))(features)
+    if self.position_embedding == "learned":
+      x = tokens.PositionEmbedding(name="position_embedding")(x)
+    return x
 
   def _q_head(self, hidden: jax.Array) -> jax.Array:
     """The output layer: DQN's ``Dense(num_actions)``, or Rainbow's head (atoms, dueling, noisy)."""
@@ -243,28 +274,35 @@ class QNetwork(nn.Module):
     return logits[..., 0] if self.num_atoms == 1 else logits
 
 
+def _pooled_features(net: QNetwork, features: jax.Array, encoder: str) -> jax.Array:
+  """The encoder's features as the dense heads' input: flattened, or averaged over positions (``pooling``)."""
+  check(net.pooling == "flatten" or features.ndim == 4,
+        f"QNetwork.pooling={net.pooling!r} with head={net.head!r} needs image features to average over; "
+        f"the {encoder!r} encoder's vector features have no positions (pooling='flatten')")
+  return tokens.pool(features, net.pooling)
+
+
 @HEADS.register("none")
 def _no_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
   """Dopamine's MinAtar network: conv -> flatten -> Q, no hidden layer."""
-  del net, encoder, activations
-  return features.reshape(features.shape[0], -1), {}
+  del activations
+  return _pooled_features(net, features, encoder), {}
 
 
 @HEADS.register("dense")
 def _dense_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
-  """The baseline: flatten -> ``Dense(width * width_multiplier)`` (noisy with ``noisy_hidden``) -> ReLU."""
-  del encoder
+  """The baseline: flatten (or GAP) -> ``Dense(width * width_multiplier)`` (noisy with ``noisy_hidden``) -> ReLU."""
   width = net.width * net.width_multiplier
   layer = (NoisyDense(width, deterministic=net.deterministic, factorised=net.noise_per_row) if net.noisy_hidden
            else nn.Dense(width, kernel_init=_INIT))
-  hidden = nn.relu(layer(features.reshape(features.shape[0], -1)))
+  hidden = nn.relu(layer(_pooled_features(net, features, encoder)))
   activations["penultimate"] = hidden
   return hidden, {}
 
 
 @HEADS.register("softmoe")
 def _soft_moe_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
-  """Tokens -> Soft MoE (Puigcerver et al. 2024; noisy experts with ``noisy_experts``) -> flatten."""
+  """Tokens -> Soft MoE (Puigcerver et al. 2024; noisy experts with ``noisy_experts``) -> flatten (or GAP)."""
   del activations
   x = net._tokens(features, encoder)  # the tokenizer's layers first, as the network always built them
   noise = None
@@ -274,32 +312,32 @@ def _soft_moe_head(net: QNetwork, features: jax.Array, encoder: str, activations
       net.num_experts, net.expert_hidden, net.capacity_factor,
       normalize=net.normalize, single_exponential=net.single_exponential, impl=net.moe_impl,
       noisy_experts=net.noisy_experts)(x, expert_noise=noise)
-  return y.reshape(y.shape[0], -1), stats
+  return tokens.pool(y, net.pooling), stats
 
 
 @HEADS.register("top1")
 def _top1_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
-  """Tokens -> Top-1 MoE -> flatten."""
+  """Tokens -> Top-1 MoE -> flatten (or GAP)."""
   del activations
   x = net._tokens(features, encoder)
   y, stats = moe_modules.Top1MoE(net.num_experts, net.expert_hidden, net.capacity_factor)(x)
-  return y.reshape(y.shape[0], -1), stats
+  return tokens.pool(y, net.pooling), stats
 
 
 @HEADS.register("token_dense")
 def _token_dense_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
-  """Tokens -> a shared ``Dense(width * width_multiplier)`` per token, no router -> flatten."""
+  """Tokens -> a shared ``Dense(width * width_multiplier)`` per token, no router -> flatten (or GAP)."""
   x = net._tokens(features, encoder)
   y, activations["penultimate"] = token_heads.TokenDense(net.width * net.width_multiplier)(x)
-  return y.reshape(y.shape[0], -1), {}
+  return tokens.pool(y, net.pooling), {}
 
 
 @HEADS.register("token_mlp")
 def _token_mlp_head(net: QNetwork, features: jax.Array, encoder: str, activations: dict) -> tuple[jax.Array, dict]:
-  """Tokens -> one expert-sized MLP per token, no router -> flatten."""
+  """Tokens -> one expert-sized MLP per token, no router -> flatten (or GAP)."""
   x = net._tokens(features, encoder)
   y, activations["penultimate"] = token_heads.TokenMLP(net.expert_hidden)(x)
-  return y.reshape(y.shape[0], -1), {}
+  return tokens.pool(y, net.pooling), {}
 
 
 def scaled_single_expert(num_experts: int, expert_hidden: int) -> dict[str, int]:

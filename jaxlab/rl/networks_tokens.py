@@ -11,6 +11,14 @@ Obando-Ceron et al., ICML 2024, Sec. 4 (Fig. 4) and Sokar et al., "Don't flatten
   (of vector features, [b, 1, F]), the "flatten" side of Sokar et al.'s flatten-vs-tokenize
   question (ICLR 2025) asked of an MoE head.
 
+Two options act on the tokens and on the layer's output (each off by default):
+
+* a learned position embedding added to the tokens (:class:`PositionEmbedding`, ViT's), so that
+  positions whose features are equal (MinAtar's empty cells) still route differently;
+* ``pool`` turns the layer's output [b, m, d] (or the encoder's [b, h, w, c] for the dense head)
+  into the Q head's input: ``flatten`` (the paper's) or ``gap``, global average pooling over the
+  positions (Sokar & Castro, "Mind the GAP!", 2025).
+
 Vector features [b, F] (an MLP torso's output) have no positions, so the one tokenization is
 ``per_feat``: each feature is a token, as each feature map is one under PER_FEATUREMAP (a vector
 is a 1x1xF map: PER_FEATUREMAP gives F tokens of dim 1, PER_PIXEL one token of all F, which
@@ -36,6 +44,10 @@ from jaxlab.errors import check, check_int, is_int
 #: Tokenizer names; ``"auto"`` is "per_conv" for image features [b, h, w, c] and "per_feat" for vectors [b, F];
 #: ``"flatten"`` is one token of every feature (no tokenization).
 TOKENIZERS = ("auto", "per_conv", "per_feat", "per_patch", "flatten")
+#: Position embeddings added to the tokens: none, or a learned table (:class:`PositionEmbedding`).
+POSITION_EMBEDDINGS = ("none", "learned")
+#: How the Q head's input is made from positions: ``flatten`` (concatenate) or ``gap`` (average): :func:`pool`.
+POOLINGS = ("flatten", "gap")
 
 
 def per_conv(features: jax.Array) -> jax.Array:
@@ -106,3 +118,58 @@ class PerFeatureEmbedding(nn.Module):
     kernel = self.param("kernel", init_per_feature, (features.shape[-1], self.embedding_size))
     bias = self.param("bias", init_per_feature, (features.shape[-1], self.embedding_size))
     return per_feature_embedding(features, kernel, bias)
+
+
+def global_average_pool(x: jax.Array) -> jax.Array:
+  r"""Global average pooling (GAP): ``[b, ..., c] -> [b, c]``, the mean over every position axis.
+
+  Lin, Chen, Yan, "Network In Network", ICLR 2014, Sec. 3.2; proposed for value networks by Sokar &
+  Castro, "Mind the GAP! The Challenges of Scale in Pixel-based Deep Reinforcement Learning",
+  2025 (arXiv 2505.17749): the encoder output is averaged over its positions instead of
+  flattened, so the layer after it takes ``c`` inputs instead of ``h w c``.
+
+  .. math:: \mathrm{GAP}(x)_{k} = \frac{1}{|P|} \sum_{p \in P} x_{p, k}
+
+  over the positions ``P`` (the ``h x w`` grid of a feature map, the ``m`` tokens of a layer's output).
+
+  Examples:
+    >>> import jax.numpy as jnp
+    >>> global_average_pool(jnp.ones((2, 10, 10, 16))).shape, global_average_pool(jnp.ones((2, 100, 16))).shape
+    ((2, 16), (2, 16))
+  """
+  check(x.ndim >= 3, f"global average pooling needs positions: features of shape {x.shape}; need [b, ..., c]")
+  return jnp.mean(x, axis=tuple(range(1, x.ndim - 1)))
+
+
+def pool(x: jax.Array, pooling: str) -> jax.Array:
+  """The Q head's input [b, F] from ``x`` [b, ..., c]: ``"flatten"`` (F = every entry) or ``"gap"``
+  (:func:`global_average_pool`, F = c)."""
+  check(pooling in POOLINGS, f"pooling={pooling!r}; choose one of {POOLINGS}")
+  return x.reshape(x.shape[0], -1) if pooling == "flatten" else global_average_pool(x)
+
+
+def add_position_embedding(tokens: jax.Array, table: jax.Array) -> jax.Array:
+  r"""Tokens [b, m, d] plus a position embedding [m, d]: token :math:`i` becomes :math:`x_i + E_i`.
+
+  The learned 1-D position embedding of ViT (Dosovitskiy et al., "An Image is Worth 16x16 Words",
+  ICLR 2021, Eq. 1: :math:`z_0 = [x^1_p E; \dots; x^N_p E] + E_{pos}`), added to the tokens before the
+  MoE layer, so that the router's logits :math:`(x_i + E_i)\,\Phi` depend on the position even where
+  the features :math:`x_i` are equal (e.g. zero at MinAtar's empty cells).
+  """
+  check(tokens.ndim == 3 and table.shape == tokens.shape[1:],
+        f"position embedding of shape {table.shape} for tokens of shape {tokens.shape}; need [m, d] = tokens' [m, d]")
+  return tokens + table.astype(tokens.dtype)
+
+
+class PositionEmbedding(nn.Module):
+  """Tokens [b, m, d] -> tokens + a learned table ``pos_embedding`` [m, d] (:func:`add_position_embedding`).
+
+  Initialised N(0, 0.02^2), as vmoe's and ViT's ``AddPositionEmbs`` (google-research/vmoe
+  vmoe/nn/vit_moe.py:274-276 @ 942a78b: ``normal(stddev=0.02)``, "from BERT").
+  """
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array) -> jax.Array:
+    check(tokens.ndim == 3, f"PositionEmbedding takes tokens [batch, m, d]; got shape {tokens.shape}")
+    table = self.param("pos_embedding", nn.initializers.normal(stddev=0.02), tokens.shape[1:], jnp.float32)
+    return add_position_embedding(tokens, table)

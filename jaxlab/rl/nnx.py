@@ -513,6 +513,9 @@ QNETWORK_SETTINGS = ("num_actions", "encoder", "head", "tokenizer", "num_experts
                      "patch_size", "embedding_size", "mlp_features", "importance_weight", "load_balancing_weight",
                      "num_atoms", "dueling", "noisy", "noisy_hidden", "noisy_experts", "noise_per_row",
                      "deterministic", "expert_means", "diagnostics")
+#: Settings of the linen QNetwork this twin does not implement yet (the router options and their
+#: diagnostics): set to other than their default, they are refused with one line naming the linen module.
+QNETWORK_LINEN_ONLY = ("position_embedding", "pooling", "router_diagnostics")
 # linen's automatic name of each encoder inside QNetwork
 _ENCODER_NAMES = {"minatar": "MinAtarEncoder_0", "nature": "NatureEncoder_0", "impala": "ImpalaEncoder_0",
                   "mlp": "MLPEncoder_0"}
@@ -688,6 +691,7 @@ class QNetwork(LinenLayout):
                 "'noise' (or 'default'), pass rngs= to the call, or set expert_means=True")
           noise = rainbow_layers.factorised_noise(_noise_key(source), x.shape[-1], c.expert_hidden)
         y, stats = self.SoftMoE_0(x, expert_noise=noise)
+        stats.pop("combine_spread", None)  # the linen QNetwork's too, without router_diagnostics
       elif c.head == "top1":
         y, stats = self.Top1MoE_0(x)
       else:

@@ -7,13 +7,13 @@ each bad key is one line naming it, before anything is initialised or compiled.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import ml_collections
 
 from jaxlab import errors
 from jaxlab.errors import InputError, check
-from jaxlab.rl import distributional, dqn
+from jaxlab.rl import diagnostics, distributional, dqn
 from jaxlab.rl.networks import QNetwork
 
 #: The largest frame count: frame counters (the epsilon schedule's frame, eval steps) are int32 on the device.
@@ -137,7 +137,8 @@ def c51_support_from_config(network: ml_collections.ConfigDict, d: ml_collection
 
 
 def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int, rainbow: bool = False,
-                          diagnostics: bool = False) -> tuple[QNetwork, dict[str, float]]:
+                          diagnostics: bool = False, router_diagnostics: bool = False
+                          ) -> tuple[QNetwork, dict[str, float]]:
   """The ``QNetwork`` of a ``network`` config block and its auxiliary-loss weights for ``td_loss``.
 
   Every key is checked (``network.<key>`` in the message) before anything is initialised.
@@ -149,6 +150,8 @@ def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int, 
       task that does not refuses them.
     diagnostics: whether the task logs ``network.diagnostics`` (:mod:`jaxlab.rl.diagnostics`); a
       task that does not refuses ``network.diagnostics=True``.
+    router_diagnostics: whether the task logs ``network.router_diagnostics`` (the router's Adam moments
+      against eps: :func:`router_metrics_from_config`); a task that does not refuses it.
 
   Returns:
     ``(net, aux_weights)``, the latter ``{auxiliary loss name: weight}`` (``dqn.AUX_LOSSES``).
@@ -175,5 +178,34 @@ def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int, 
   check(diagnostics or not net.diagnostics,
         f"network.diagnostics={net.diagnostics!r}: this task does not log network diagnostics; leave it False "
         "(the dqn_minatar and dqn_atari tasks take it)")
+  check(router_diagnostics or not net.router_diagnostics,
+        f"network.router_diagnostics={net.router_diagnostics!r}: this task does not log the router diagnostics; "
+        "leave it False (the dqn_minatar task takes it)")
   net.check_config()  # the network's sizes, before anything is initialised
   return net, aux_weights
+
+
+#: ``optimizer.name`` values whose state holds the Adam moments that ``network.router_diagnostics`` reads.
+ADAM_OPTIMIZERS = ("adam", "adamw")
+
+
+def router_metrics_from_config(config: ml_collections.ConfigDict) -> Callable[[Any], dict[str, Any]]:
+  """``opt_state -> {"router/...", "adam/..."}`` for ``network.router_diagnostics``: Adam's second moments
+  against the config's ``optimizer.eps`` (:func:`jaxlab.rl.diagnostics.adam_moments`).
+
+  Args:
+    config: the task's config (``optimizer.name``, ``optimizer.eps``, ``optimizer.b2``; optax's defaults
+      1e-8 and 0.999 where unset).
+
+  Returns:
+    The metrics function, called on the optimizer state before each update.
+
+  Raises:
+    InputError: ``optimizer.name`` is not Adam's (there are no second moments to read).
+  """
+  opt = config.get("optimizer", None) or ml_collections.ConfigDict()
+  name = opt.get("name", "adam")
+  check(name in ADAM_OPTIMIZERS, f"network.router_diagnostics=True with optimizer.name={name!r}; the router "
+        f"diagnostics read Adam's second moments: use one of {ADAM_OPTIMIZERS}, or network.router_diagnostics=False")
+  eps, b2 = opt.get("eps", 1e-8), opt.get("b2", 0.999)  # optax.adam's defaults
+  return lambda opt_state: diagnostics.adam_moments(opt_state, eps, b2, where="network.router_diagnostics=True")

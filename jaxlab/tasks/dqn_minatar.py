@@ -21,6 +21,11 @@ of a Soft-MoE update; docs/methods/soft_moe_rl.md, "Profile of one jitted call")
 losses are logged from the loss, which uses them.
 With ``network.diagnostics`` the loss also logs ``diag/...`` (dormant-neuron fractions, feature rank;
 :mod:`jaxlab.rl.diagnostics`) of the online network on its replay batch, as the papers measure them.
+With ``network.router_diagnostics`` (:mod:`jaxlab.rl.diagnostics`): ``moe/combine_spread`` from the
+acting passes, ``q_spread_states`` / ``q_spread_actions`` from the loss's online pass, and, from the
+optimizer state before each update, ``router/grad_rms``, ``router/grad_rms_over_eps`` and
+``router/step_fraction`` (and ``adam/...`` over all parameters): Adam's second moments against
+``optimizer.eps``.
 
 ``env.name`` is a MinAtar game (Dopamine's conventions), any gymnax id ("CartPole-v1", ...) or an
 environment registered in ``jaxlab.rl.envs.ENVS`` (e.g. by a config file): see
@@ -63,7 +68,7 @@ from jaxlab.errors import InputError, check
 from jaxlab.rl import dqn
 from jaxlab.rl.agent_loss import AgentNetwork, make_loss_fn, priority_update
 from jaxlab.tasks.dqn_config import (MAX_FRAMES, c51_support_from_config, check_count, check_dqn_settings,
-                                  q_network_from_config)
+                                    q_network_from_config, router_metrics_from_config)
 from jaxlab.rl.envs import make_env
 from jaxlab.rl.episode_returns import RETURN_WINDOW, push_returns, recent_return
 from jaxlab.rl.play import make_play, q_value_fns
@@ -178,7 +183,10 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
   if isinstance(num_steps, int) and prefill_frames + num_steps * frames_per_step > MAX_FRAMES:
     raise InputError(f"num_steps={num_steps} updates x dqn.update_period={frames_per_step} frames (+{prefill_frames} "
                      "of random play) exceed 2**31 - 1, the int32 frame counter; lower num_steps")
-  net, aux_weights = q_network_from_config(config.network, env.num_actions, rainbow=True, diagnostics=True)
+  net, aux_weights = q_network_from_config(config.network, env.num_actions, rainbow=True, diagnostics=True,
+                                           router_diagnostics=True)
+  # Adam's second moments of the router (and of all parameters) against eps, before each update
+  router_metrics = router_metrics_from_config(config) if net.router_diagnostics else None
   check(not net.deterministic, "network.deterministic=True; the task sets it itself (evaluation and inference "
         "use the noisy layers' means, training samples noise): leave it False")
   support = c51_support_from_config(config.network, d)  # None: scalar Q-values
@@ -241,6 +249,8 @@ def dqn_minatar(config: ml_collections.ConfigDict, ctx: TaskContext) -> Task:
     metrics = {"epsilon": epsilon, "episode_return": recent_return(data.returns, data.episodes),
                "episodes": data.episodes, "frames": prefill_frames + (state.step + 1) * frames_per_step,
                **dqn.routing_metrics(jax.tree.map(lambda x: jnp.mean(x, axis=0), stats))}
+    if net.router_diagnostics:
+      metrics.update(router_metrics(state.opt_state))
     return state.replace(data_state=data), batch, metrics
 
   loss_fn = make_loss_fn(agent, gamma=d.gamma, horizon=horizon, double_dqn=d.double_dqn, loss=d.loss,

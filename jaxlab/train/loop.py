@@ -11,6 +11,7 @@ run or many vmapped runs, one step per call or ``steps_per_call`` steps in a ``l
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import sys
@@ -341,9 +342,19 @@ class _LoopResult:
   stopped_by: str | None = None
 
 
+# A call that logs nothing may run the step's program without its metric outputs
+# (``step(state, batch, metrics=False)``), which XLA compiles without the work that only feeds
+# metrics (a Soft MoE's routing statistics, ...). That second program compiles on its first call
+# (seconds) and saves a fraction of each call, so it is used for the calls of k steps only when the
+# run has at least this many unlogged calls of k steps: enough to repay a compile on a long run
+# (dqn_minatar logs one call in ten, thousands of calls), while short runs (tests, smoke runs)
+# keep one compile per k.
+MIN_UNLOGGED_CALLS = 100
+
+
 class _Programs:
   """The jitted step program per number of steps per call (the last call may run fewer), and
-  which of them have not run yet (their first call compiles: not training time)."""
+  which (k, with metrics) of them have not run yet (their first call compiles: not training time)."""
 
   def __init__(self, setup: TrainSetup):
     self._setup, self._programs, self.uncompiled = setup, {}, set()
@@ -351,7 +362,7 @@ class _Programs:
   def __call__(self, k: int) -> TrainStep:
     if k not in self._programs:
       self._programs[k] = self._setup.train_step(k)
-      self.uncompiled.add(k)
+      self.uncompiled.update({(k, True), (k, False)})
     return self._programs[k]
 
 
@@ -382,6 +393,9 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
   start = _step_of(state)
   calls = _calls(start, end, options.steps_per_call, options.eval_offset)
   call_starts = [call_start for call_start, _ in calls]
+  logs = [_crossed(s, s + k, options.log_every) or s + k == options.num_steps for s, k in calls]
+  unlogged = collections.Counter(k for (_, k), log in zip(calls, logs) if not log)
+  lean = {k for k, n in unlogged.items() if n >= MIN_UNLOGGED_CALLS}  # see MIN_UNLOGGED_CALLS
   programs = _Programs(setup)
   prefetch = input_pipeline.Prefetcher(_batch_maker(setup, programs, calls),
                                        depth=options.prefetch if task.host_batch else 0)
@@ -401,14 +415,15 @@ def _run_loop(setup: TrainSetup, ckpt: Checkpointer, state: TrainState, workdir:
       step_fn = programs(k)
       batch = prefetch.get(call_start, call_starts[i + 1] if i + 1 < len(call_starts) else None)
       t_call = time.perf_counter()
-      state, metrics = step_fn(state, batch)
+      with_metrics = logs[i] or k not in lean
+      state, metrics = step_fn(state, batch, metrics=with_metrics)
       done = call_start + k
-      if k in programs.uncompiled:  # compilation is not training time
-        jax.block_until_ready(metrics)
-        programs.uncompiled.discard(k)
+      if (k, with_metrics) in programs.uncompiled:  # compilation is not training time
+        jax.block_until_ready((state, metrics))
+        programs.uncompiled.discard((k, with_metrics))
         timer.exclude(time.perf_counter() - t_call, k)
       row: dict[str, Any] = {}
-      if _crossed(call_start, done, options.log_every) or done == options.num_steps:  # log
+      if logs[i]:  # log
         metrics = jax.tree.map(_host, jax.device_get(metrics))
         result.steps_per_sec = timer.rate(done)
         row.update(metrics, steps_per_sec=result.steps_per_sec,

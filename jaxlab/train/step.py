@@ -280,21 +280,38 @@ class TrainStep:
 
   A wrongly-shaped batch would otherwise silently recompile (or fail deep in XLA), and a state
   whose buffers the previous call donated would crash some jaxlib versions.
+
+  ``step(state, batch, metrics=False)`` runs ``state_only``, the same program returning only the
+  state: XLA drops whatever computes nothing but metrics (a Soft MoE's routing statistics, the
+  gradient norm, ...) and the state comes out bit-identical (tested for a Soft-MoE DQN agent and
+  a MoMo-trained classifier). A caller that logs rarely (the training loop, on a run with many
+  calls that log nothing) asks for metrics only on the
+  calls it logs; that program compiles on its first call.
   """
 
-  def __init__(self, fn: Callable, batch_spec: Any | None, takes_batch: bool = True):
+  def __init__(self, fn: Callable, batch_spec: Any | None, takes_batch: bool = True,
+               state_only: Callable | None = None):
     self._fn = fn
+    self._state_only = state_only
     self.batch_spec = batch_spec
     self.takes_batch = takes_batch
     self._spec: tuple[Any, list] | None = None
 
-  def __call__(self, state: TrainState, batch: Any = None) -> tuple[TrainState, Metrics]:
+  def __call__(self, state: TrainState, batch: Any = None, *, metrics: bool = True
+               ) -> tuple[TrainState, Metrics | None]:
     first = jax.tree.leaves(state)[:1]  # a donated state has every buffer deleted; one tells
     if first and isinstance(first[0], jax.Array) and first[0].is_deleted():
       raise InputError("this train state was donated to an earlier step call and its buffers are "
                        "deleted; use the state that call returned (state, metrics = step(state, batch))")
-    if not self.takes_batch:
-      return self._fn(state, None)
+    if self.takes_batch:
+      self._check_batch(batch)
+    else:
+      batch = None
+    if metrics or self._state_only is None:
+      return self._fn(state, batch)
+    return self._state_only(state, batch), None
+
+  def _check_batch(self, batch: Any) -> None:
     leaves, treedef = jax.tree.flatten(batch)
     if self.batch_spec is None:
       self.batch_spec = jax.tree.unflatten(treedef, [jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
@@ -309,11 +326,15 @@ class TrainStep:
       problems = _shape_mismatches(self.batch_spec, batch)
       if problems:
         raise InputError("batch does not match the train step's batch spec: " + "; ".join(problems))
-    return self._fn(state, batch)
 
   @property
   def jitted(self) -> Callable:
     return self._fn
+
+  @property
+  def jitted_without_metrics(self) -> Callable | None:
+    """The jitted program of ``metrics=False`` calls: ``(state, batch) -> state``."""
+    return self._state_only
 
 
 def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
@@ -354,6 +375,8 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
     ``collect``); metrics are scalars (``[runs]`` under ``vmap_runs``), including ``loss``,
     ``grad_norm``, ``nonfinite_skipped`` and the optimizer state's ``opt/<field>``
     (``jaxlab.contract.LOGGED_STATE_FIELDS``: ``opt/step_size``, ``opt/lb`` of MoMo) where it has them.
+    ``step(state, batch, metrics=False) -> (new_state, None)`` runs the program without its metrics
+    (see ``TrainStep``).
   """
   if guard == "auto":
     guard = "select" if vmap_runs else "cond"
@@ -363,7 +386,10 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
   program = multi_step_fn(step, steps_per_call=steps_per_call, vmap_runs=vmap_runs,
                           batched_data=collect is None)
   jit_kwargs: dict[str, Any] = {"donate_argnums": (0,) if donate else ()}
-  if state_sharding is not None or batch_sharding is not None:
+  sharded = state_sharding is not None or batch_sharding is not None
+  if sharded:
     jit_kwargs["in_shardings"] = (state_sharding, batch_sharding if collect is None else None)
-    jit_kwargs["out_shardings"] = (state_sharding, None)
-  return TrainStep(jax.jit(program, **jit_kwargs), batch_spec, takes_batch=collect is None)
+  full = jax.jit(program, **jit_kwargs, **({"out_shardings": (state_sharding, None)} if sharded else {}))
+  state_only = jax.jit(lambda state, batch: program(state, batch)[0], **jit_kwargs,
+                       **({"out_shardings": state_sharding} if sharded else {}))
+  return TrainStep(full, batch_spec, takes_batch=collect is None, state_only=state_only)

@@ -22,6 +22,7 @@ def test_our_rows_run_and_the_rejax_rows_are_skipped_in_one_line(tmp_path, capsy
   assert ("rejax num_envs=4" in loops) == has_rejax
   ours = result["rows"][0]
   assert ours["frames_per_seed"] == 20 and ours["frames_per_sec"] > 0 and ours["compile_s"] >= 0
+  assert ours["cpu_ms_per_update_all_seeds"] > 0
   assert ours["floor_fraction"] is None and not any(r["loop"].startswith("floor") for r in result["rows"])
   assert result["ratios"] == [] or has_rejax
   assert result["summary"]["dense_1"]["ours1_frames_per_sec"] == ours["frames_per_sec"]
@@ -31,8 +32,14 @@ def test_our_rows_run_and_the_rejax_rows_are_skipped_in_one_line(tmp_path, capsy
   assert saved["versions"]["jax"]
 
 
+def test_frames_count_per_seed_or_of_all_seeds_in_whole_calls():
+  assert bench.calls_per_row(100_000, 8) == 100
+  assert bench.calls_per_row(100_000, 8, all_seeds=True) == 13  # 104k frames: 13 calls of 8 x 1000
+  assert bench.calls_per_row(100_000, 1, all_seeds=True) == 100
+
+
 @pytest.mark.parametrize("argv,message", [(["--frames=1500"], "multiple of 1000"), (["--updates_per_call=5", "--frames=30"], "multiple of 20"),
-                                          (["--loops=rejax"], "at least one of ours")])
+                                          (["--loops=rejax"], "at least one of ours"), (["--chunk=0"], "--chunk=0")])
 def test_bad_arguments_are_one_line(argv, message, capsys):
   with pytest.raises(SystemExit):
     bench.main(argv)

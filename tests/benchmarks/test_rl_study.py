@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import pytest
 
-from configs import rl_expert_scaling, rl_momo_dqn
+from configs import rl_expert_scaling, rl_momo_dqn, rl_router_diagnosis
 from benchmarks.rl_study_cells import cell_config, run_labels, units
 from configs.rl_expert_scaling import scaled_dqn
 from jaxlab.config_files import load_config
@@ -17,7 +17,9 @@ from jaxlab.experiment.validate import validate_trainer_config
 
 STUDIES = [(m, arg) for m in (rl_expert_scaling, rl_momo_dqn) for arg in (None, "small")] + [
     (rl_expert_scaling, "two_games"), (rl_expert_scaling, "full"), (rl_expert_scaling, "full_smoke"),
-    (rl_expert_scaling, "tokenize"), (rl_expert_scaling, "tokenize_small")]
+    (rl_expert_scaling, "tokenize"), (rl_expert_scaling, "tokenize_small"),
+    (rl_router_diagnosis, None), (rl_router_diagnosis, "small"), (rl_expert_scaling, "router"),
+    (rl_expert_scaling, "router_smoke")]
 
 
 @pytest.mark.parametrize("module,arg", STUDIES, ids=lambda v: getattr(v, "__name__", str(v)).split(".")[-1])
@@ -100,3 +102,20 @@ def test_tokenize_cells_differ_only_in_the_network_and_log_diagnostics(arg):
     assert c.network.diagnostics is True
     assert {k: v for k, v in c.items() if k not in ("network", "name")} == \
         {k: v for k, v in first.items() if k not in ("network", "name")}
+
+
+def test_the_router_design_puts_the_fix_beside_the_papers_recipe_at_200k_frames():
+  study = rl_expert_scaling.get_config("router")
+  fix = rl_expert_scaling.ROUTER_FIX
+  assert tuple(study.games) == ("breakout", "space_invaders") and study.seeds == 3
+  assert set(study.order) == {"dense", "dense_x4", "dense_x8"} | {f"softmoe_{n}{s}" for n in (1, 2, 4, 8)
+                                                                 for s in ("", f"_{fix}")}
+  settings = rl_router_diagnosis.VARIANTS[fix]["set"]
+  for n in (1, 2, 4, 8):
+    paper, fixed = (cell_config(study, name, "breakout") for name in (f"softmoe_{n}", f"softmoe_{n}_{fix}"))
+    assert paper.num_steps * paper.dqn.update_period == rl_expert_scaling.ROUTER_FRAMES >= 200_000
+    assert paper.network.num_experts == fixed.network.num_experts == n
+    for key, value in settings.get("network", {}).items():
+      assert fixed.network[key] == value and paper.network[key] != value
+    for block in set(settings) - {"network"}:
+      assert fixed[block].to_dict() == {**paper[block].to_dict(), **settings[block]} != paper[block].to_dict()

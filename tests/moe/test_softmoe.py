@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxlab.errors import InputError
-from jaxlab.moe import init_soft_moe, num_slots, soft_moe, soft_moe_einsum, soft_moe_stats
+from jaxlab.moe import combine_spread, init_soft_moe, num_slots, soft_moe, soft_moe_einsum, soft_moe_stats
 from tests.support.export import ACCELERATORS, BARRIER, export_for
 from tests.support.moe import numpy_soft_moe, soft_moe_tol
 from tests.support.xla import AS_USERS_COMPILE
@@ -143,6 +143,23 @@ def test_stats_are_in_range_and_uniform_routing_is_maximal(soft_setup):
   peaked = jax.jit(soft_moe_stats)(jnp.zeros((1, 10, 4, 3)).at[:, :, 1, 0].set(1e4))
   np.testing.assert_allclose(peaked["combine_max"], 1.0, rtol=ops_rtol(50))
   np.testing.assert_allclose(peaked["expert_load"], [0, 1, 0, 0], atol=1e-6)
+
+
+def test_combine_spread_is_zero_for_equal_rows_and_the_logit_spread_while_logits_are_small():
+  # one mixture everywhere: 0, up to the rounding of the equal weights 1/12 (a few ulps, times s = 12)
+  assert 0.0 <= float(jax.jit(soft_moe_stats)(jnp.zeros((2, 10, 4, 3)))["combine_spread"]) <= ops_rtol(12)
+  np.testing.assert_allclose(combine_spread(jnp.eye(6)[None]), np.sqrt(5.0), rtol=ops_rtol(50))  # one-hot rows
+  # small logits L: C_ij ~ (1 + L_ij - mean_j L_ij) / s, so the spread ~ mean_j std_i (L_ij - rowmean_i)
+  logits = 1e-3 * jax.random.normal(jax.random.key(0), (3, 10, 4, 3))
+  l64 = np.asarray(logits, np.float64).reshape(3, 10, 12)
+  centred = l64 - l64.mean(axis=2, keepdims=True)
+  want = np.mean(centred.std(axis=1))
+  got = float(soft_moe_stats(logits)["combine_spread"])
+  # second-order terms of exp are ~|L| = 1e-3 relative; float32 adds ~1e-7 absolute on weights ~1/12
+  np.testing.assert_allclose(got, want, rtol=1e-2)
+  # numpy's definition on random weights: s * mean over slots of the std over positions
+  c = jax.nn.softmax(jax.random.normal(jax.random.key(1), (2, 7, 5)), axis=-1)
+  np.testing.assert_allclose(combine_spread(c), 5 * np.asarray(c, np.float64).std(axis=1).mean(), rtol=ops_rtol(100))
 
 
 def test_num_slots_rule():

@@ -95,6 +95,8 @@ CASES: list[Case] = [
      "env.num_envs=3 does not divide dqn.update_period=4"),
     ("atari task", "MinAtar encoder", _task(**{"network.encoder": "minatar"}),
      "network.encoder='minatar'; Atari frames (84x84x4) take one of ('nature', 'impala')"),
+    ("atari task", "router diagnostics", _task(**{"network.router_diagnostics": True}),
+     "network.router_diagnostics=True: this task does not log the router diagnostics; leave it False"),
     ("atari task", "target period off the update grid", _task(**{"dqn.target_update_period": 6}),
      "dqn.target_update_period=6 agent steps must be a multiple of the 4 agent steps"),
     ("atari task", "replay too small for stacks", _task(**{"dqn.replay_capacity": 8}),

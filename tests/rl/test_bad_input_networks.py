@@ -82,6 +82,14 @@ CASES: list[Case] = [
      "observations have shape (1, 0, 10, 4); need [batch, H, W, C] with H, W, C >= 1"),
     ("Q-network", "check_config without an observation", lambda: QNetwork(3, num_experts=0).check_config(),
      "QNetwork.num_experts=0"),
+    # the router options
+    ("Q-network", "unknown position embedding", _q(position_embedding="sincos"),
+     "QNetwork.position_embedding='sincos'; choose one of ('none', 'learned')"),
+    ("Q-network", "unknown pooling", _q(pooling="max"), "QNetwork.pooling='max'; choose one of ('flatten', 'gap')"),
+    ("Q-network", "router_diagnostics not a bool", _q(router_diagnostics="yes"),
+     "QNetwork.router_diagnostics='yes'; must be True or False"),
+    ("Q-network", "global average pooling of vector features", _q(obs=jnp.zeros((1, 5)), head="dense", pooling="gap"),
+     "QNetwork.pooling='gap' with head='dense' needs image features to average over"),
     # the modules on their own
     ("Q-network", "PerPatch embedding_size 0",
      lambda: jax.eval_shape(PerPatch(embedding_size=0).init, KEY, jnp.zeros((1, 10, 10, 16))),

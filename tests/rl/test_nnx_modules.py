@@ -206,7 +206,11 @@ def test_nnx_qnetwork_trains_with_momo_adam_as_linen():
 def test_every_linen_setting_has_an_nnx_counterpart():
   """A field added to the linen QNetwork and not to the NNX one fails here (and is refused when set)."""
   fields = {f.name for f in dataclasses.fields(QNetwork)} - {"parent", "name"}
-  assert fields == set(rl_nnx.QNETWORK_SETTINGS)
+  assert fields == set(rl_nnx.QNETWORK_SETTINGS) | set(rl_nnx.QNETWORK_LINEN_ONLY)
+  for name, value in (("position_embedding", "learned"), ("pooling", "gap"), ("router_diagnostics", True)):
+    assert name in rl_nnx.QNETWORK_LINEN_ONLY
+    with pytest.raises(InputError, match=f"QNetwork.{name}={value!r} has no NNX counterpart; use the linen module"):
+      rl_nnx.QNetwork(MINATAR, num_actions=3, **{name: value}, rngs=nnx.Rngs(0))
 
 
 def test_bad_nnx_settings_are_one_line():
