@@ -3,13 +3,17 @@
 Every check of user input (config values, constructor arguments, concrete hyper-parameters,
 shapes) raises :class:`InputError`, whose message names the bad value and what is allowed.
 The command line prints it as one line; any other exception is a bug and keeps its traceback.
-``InputError`` subclasses ``ValueError``, so ``except ValueError`` keeps working.
+``InputError`` subclasses ``ValueError``, so ``except ValueError`` keeps working. Something to
+know that does not stop a run is a :class:`JaxlabWarning`, given with :func:`warn`.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import os
+import sys
+import warnings
 from typing import Any, Collection, NoReturn, Sequence
 
 import jax
@@ -350,3 +354,68 @@ def check_option_names(given: Collection[str], name: str, allowed: Sequence[str]
   unknown = sorted(set(given) - set(allowed))
   if unknown:
     raise InputError(f"{name} got unknown option {unknown[0]!r}; allowed: {', '.join(allowed) or 'none'}")
+
+
+# ---------------------------------------------------------------- warnings
+
+class JaxlabWarning(UserWarning):
+  """The category of every warning jaxlab gives: something to know that does not stop the run.
+
+  Silence them with ``warnings.filterwarnings("ignore", category=JaxlabWarning)``; the command line
+  shows each as one line, ``jaxlab: warning: <message>`` (:func:`one_line_warnings`).
+  """
+
+
+class JaxlabRuntimeWarning(JaxlabWarning, RuntimeWarning):
+  """A :class:`JaxlabWarning` about something found while running (an unreadable checkpoint
+  skipped, an optimizer that stopped moving); also a ``RuntimeWarning``."""
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message: str, category: type[JaxlabWarning] = JaxlabWarning) -> None:
+  """Gives a jaxlab warning: the one way jaxlab warns.
+
+  The warning is attributed to the first caller outside jaxlab (the user's line that called into
+  it, as ``stacklevel`` is meant to be used), so Python's default filter shows it once per message
+  and calling line, and a notebook shows the user's own line beneath it.
+
+  Args:
+    message: one line: what was found, and what to do about it.
+    category: :class:`JaxlabWarning` or a subclass (:class:`JaxlabRuntimeWarning`).
+
+  >>> import warnings
+  >>> with warnings.catch_warnings(record=True) as seen:
+  ...   warnings.simplefilter("always")
+  ...   warn("resuming with changed num_steps: 20 there, 30 here")
+  >>> seen[0].category.__name__, str(seen[0].message)
+  ('JaxlabWarning', 'resuming with changed num_steps: 20 there, 30 here')
+  """
+  frame, level = sys._getframe(1), 2  # noqa: SLF001 - stacklevel=2 is warn's caller
+  while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+    frame, level = frame.f_back, level + 1
+  warnings.warn(message, category, stacklevel=level)
+
+
+def one_line_warnings(show: bool = True) -> None:
+  """Shows jaxlab's warnings as one line on stderr, ``jaxlab: warning: <message>``, the command
+  line's form (as its errors are ``jaxlab: error: <message>``); other warnings are shown as before.
+
+  Args:
+    show: False hides jaxlab's warnings (a multi-process run's processes other than 0, which
+      would repeat process 0's).
+  """
+  shown = warnings.showwarning
+  if getattr(shown, "_jaxlab_one_line", False):
+    shown = shown._jaxlab_next  # installed already: replace it, keep what it wrapped
+
+  def showwarning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
+    if not issubclass(category, JaxlabWarning):
+      return shown(message, category, filename, lineno, file, line)
+    if show:
+      (file or sys.stderr).write(f"jaxlab: warning: {message}\n")
+    return None
+
+  showwarning._jaxlab_one_line, showwarning._jaxlab_next = True, shown  # noqa: SLF001
+  warnings.showwarning = showwarning

@@ -49,7 +49,9 @@ class Run:
   The task's inference functions are methods of the run with the params bound, e.g.
   ``run.predict(x)`` for ``run.inference.fns["predict"](run.params, x)``; ``run.fns`` lists
   them. With a run axis (``run_axis``: all runs of a multi-run workdir) each is vmapped over the
-  params, so every output gains a leading ``[runs]`` axis.
+  params, so every output gains a leading ``[runs]`` axis. Scalar results (``run.l2re()``'s
+  errors, ``run.evaluate()``'s metrics) come back as Python floats (a list of one per run with a
+  run axis), as ``run.logged_metrics()`` gives them; arrays stay arrays.
 
   Attributes:
     workdir: the run's directory.
@@ -97,8 +99,8 @@ class Run:
   def _bind(self, fn: Callable[..., Any]) -> Callable[..., Any]:
     def bound(*args: Any, **kwargs: Any) -> Any:
       if self.run_axis:  # the arguments are shared by every run; only the params are mapped
-        return jax.vmap(lambda p: fn(p, *args, **kwargs))(self.params)
-      return fn(self.params, *args, **kwargs)
+        return _plain_numbers(jax.vmap(lambda p: fn(p, *args, **kwargs))(self.params), run_axis=True)
+      return _plain_numbers(fn(self.params, *args, **kwargs), run_axis=False)
     bound.__name__ = bound.__qualname__ = getattr(fn, "__name__", "fn")
     bound.__doc__ = getattr(fn, "__doc__", None)
     return bound
@@ -118,14 +120,15 @@ class Run:
     The same function on the same test data, so the values equal those ``metrics.jsonl`` logged
     at this step (``logged_metrics``): bit for bit for a single run or all runs loaded together
     on the trainer's kind of device; one run picked out of several is evaluated without the run
-    axis, a program that may round differently. Returns ``{name: value}`` (numpy; one value per
-    run with a run axis); ``{}`` if the task has no evaluation.
+    axis, a program that may round differently. Returns ``{name: value}`` in the form
+    ``logged_metrics`` has: a Python float (int for a count) per metric, a list of them (one per
+    run) with a run axis; ``{}`` if the task has no evaluation.
     """
     evaluate = make_evaluate(self.task, self.run_axis)
     if evaluate is None:
       return {}
     state = TrainState(params=self.params, opt_state=(), **self._keys)
-    return {k: np.asarray(v) for k, v in jax.device_get(evaluate(state)).items()}
+    return _plain_numbers(evaluate(state), self.run_axis)
 
   def logged_metrics(self) -> dict[str, Any]:
     """What the trainer logged in ``metrics.jsonl`` at this checkpoint's step (this run's values).
@@ -136,6 +139,20 @@ class Run:
     merged = Workdir(self.workdir).logged_at(self.step)
     i = self._index
     return {k: v[i] if i is not None and isinstance(v, list) else v for k, v in merged.items()}
+
+
+def _plain_numbers(tree: Any, run_axis: bool) -> Any:
+  """A result with its scalars as Python numbers: a 0-d array (one per run: 1-d with a run axis)
+  becomes a ``float`` (``int``, ``bool``; a list of them), as ``metrics.jsonl`` holds them, so that
+  ``run.l2re()`` prints ``{'ns': 0.0123}``, not ``Array(0.0123, dtype=float32)``. Larger arrays
+  (predictions, Q-values) stay arrays; traced values (the function called under ``jax.jit``) pass."""
+  def plain(x: Any) -> Any:
+    if not isinstance(x, (jax.Array, np.ndarray, np.generic)) or isinstance(x, jax.core.Tracer):
+      return x
+    if np.ndim(x) != (1 if run_axis else 0):
+      return x
+    return np.asarray(jax.device_get(x)).tolist()
+  return jax.tree.map(plain, tree)
 
 
 def _tuples(tree: Any) -> Any:

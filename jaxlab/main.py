@@ -219,8 +219,10 @@ def _end_if_joined(error: Exception) -> None:
 def _run(created: bool) -> dict[str, dict]:
   """Start-up and the experiments; a deferred start-up Ctrl-C raises ``KeyboardInterrupt`` at the
   first safe point (``jaxlab.startup_interrupt``)."""
+  from jaxlab.errors import one_line_warnings
   from jaxlab.startup_interrupt import raise_if_pending
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  one_line_warnings()  # jaxlab's warnings as one line, as its errors
   from jaxlab.distributed import distributed_args, initialize
   from jaxlab.xla_flags import add_cpu_collective_timeouts
   add_cpu_collective_timeouts()  # before JAX starts its backends: no random aborts on loaded CPUs
@@ -234,6 +236,9 @@ def _run(created: bool) -> dict[str, dict]:
       peers.watch_preemption(_WORKDIR.value)  # a SIGTERM's give-up line names the workdir
   except InputError as e:
     _fail(str(e))
+  if processes is not None:  # every process finds the same things: process 0 says them, once
+    import jax
+    one_line_warnings(show=jax.process_index() == 0)
   from jaxlab.errors import CheckpointError, DivergedError
   from jaxlab.experiment import check_experiments, run_checked
   from jaxlab.train.loop import ensure_writable

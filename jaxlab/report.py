@@ -1,20 +1,27 @@
 r"""Results as a researcher reads them: ``python -m jaxlab.report WORKDIR [WORKDIR ...]``.
 
 Reads each workdir's ``metrics.jsonl`` and the config saved beside its newest checkpoint (for the
-task and the run labels, ``seed=3,lr=0.1``), then writes, at ``--out`` (default ``report`` in the
-current directory; never inside a workdir unless ``--out`` points there):
+task and the run labels, ``seed=3,lr=0.1``), then writes into the folder ``--out`` (default
+``report`` in the current directory, made if missing; never inside a workdir unless ``--out`` points
+there):
 
-* ``<out>.md``: per run (seed / swept value), each metric's final and best value; per setting (the
+* ``<out>/report.md``: per run (seed / swept value), each metric's final and best value; per setting (the
   runs that differ only in their seed), the mean over seeds of the final values with a 95%
-  Student-t CI and the count of finite values it was taken over, and for RL returns (metrics
-  named ``*return``) the IQM with a 95% stratified-bootstrap CI (rliable, the ``rl`` extra);
-* ``<out>.json``: the same numbers;
-* ``<out>.png``: learning curves, one line per run, the mean over seeds and its 95% CI as a band.
+  Student-t CI and the count of finite values it was taken over (one seed: its value and ``n=1``,
+  no interval), and for RL returns (metrics named ``*return``) the IQM with a 95%
+  stratified-bootstrap CI (rliable, the ``rl`` extra);
+* ``<out>/report.json``: the same numbers;
+* ``<out>/curves.png``: learning curves, one line per run, the mean over seeds and its 95% CI as a band.
+
+``--out`` names a folder. It used to be a file prefix (``--out=reports/dqn`` wrote
+``reports/dqn.md``): that command now writes ``reports/dqn/report.md``, and says so when an
+earlier ``reports/dqn.md`` is found beside it; an ``--out`` ending in ``.md`` / ``.json`` / ``.png``
+is refused with the folder form to use.
 
 Workdirs of one experiment only: the same task, and at least one metric in common. A seed of a
 setting found in two workdirs (a copied run) counts once in the aggregates; a note says so.
 
-  python -m jaxlab.report runs/mlp_seeds                      # report.md / .json / .png here
+  python -m jaxlab.report runs/mlp_seeds                      # report/report.md, report.json, curves.png
   python -m jaxlab.report runs/dqn_a runs/dqn_b --out=reports/dqn --metrics=eval_return,loss
 """
 
@@ -369,6 +376,22 @@ def _num(x: float | None) -> str:
   return "nan" if x is None or not math.isfinite(x) else f"{x:.4g}"
 
 
+def _mean_cell(s: dict[str, float]) -> str:
+  """``mean ± CI (n=k)``; a single value has no interval: ``value (n=1)``."""
+  if s["n"] < 2:
+    return f"{_num(s['mean'])} (n={s['n']})"
+  return f"{_num(s['mean'])} ± {_num(s['ci'])} (n={s['n']})"
+
+
+def _iqm_cell(q: dict[str, float] | None) -> str:
+  """``IQM [low, high]``; over a single run the bootstrap has nothing to resample: ``value (n=1)``."""
+  if not q:
+    return "-"
+  if q["n"] < 2:
+    return f"{_num(q['iqm'])} (n={q['n']})"
+  return f"{_num(q['iqm'])} [{_num(q['ci_low'])}, {_num(q['ci_high'])}]"
+
+
 def to_markdown(report: dict[str, Any]) -> str:
   """The report as markdown tables (runs, then aggregates over seeds)."""
   metrics = report["metrics"]
@@ -383,15 +406,14 @@ def to_markdown(report: dict[str, Any]) -> str:
                  + " | ".join(f"{_num(r['final'][m])} / {_num(r['best'][m])}" for m in metrics) + " |")
   iqm_metrics = [m for m in metrics if any(m in a["iqm"] for a in report["settings"])]
   lines += ["", "Over seeds, per setting: mean of the final values ± the half-width of a 95% Student-t CI "
-            "(n: the finite values it was taken over)"
+            "(n: the finite values it was taken over; one value has no interval)"
             + ("; IQM [95% stratified-bootstrap CI] (rliable, 2000 reps) for RL returns." if iqm_metrics else "."), "",
             "| setting | runs | " + " | ".join(f"{m} mean ± CI (n)" for m in metrics)
             + "".join(f" | {m} IQM [CI]" for m in iqm_metrics) + " |",
             "|---|---|" + "---|" * (len(metrics) + len(iqm_metrics))]
   for a in report["settings"]:
-    cells = [f"{_num(s['mean'])} ± {_num(s['ci'])} ({s['n']})" for s in (a["final"][m] for m in metrics)]
-    cells += [(f"{_num(q['iqm'])} [{_num(q['ci_low'])}, {_num(q['ci_high'])}]" if q else "-")
-              for q in (a["iqm"].get(m) for m in iqm_metrics)]
+    cells = [_mean_cell(s) for s in (a["final"][m] for m in metrics)]
+    cells += [_iqm_cell(q) for q in (a["iqm"].get(m) for m in iqm_metrics)]
     lines.append(f"| {a['setting']} | {a['runs']} | " + " | ".join(cells) + " |")
   lines += [""] + [f"Note: {n}" for n in report["notes"]]
   return "\n".join(lines).rstrip() + "\n"
@@ -448,26 +470,48 @@ def _strict(tree: Any) -> Any:
   return tree
 
 
+#: The files :func:`write_report` writes into its ``out`` folder.
+REPORT_FILES = ("report.md", "report.json", "curves.png")
+
+
+def _check_out(out: str) -> list[str]:
+  """Refuses an ``out`` that is not a folder path; the notes on files of the old file-prefix form."""
+  if not out:
+    raise InputError("--out='' must name a folder (e.g. reports/mlp): report.md, report.json and curves.png go in it")
+  stem, ext = os.path.splitext(out.rstrip(os.sep))
+  if ext in (".md", ".json", ".png"):
+    raise InputError(f"--out={out!r} names a file; --out is a folder (it was a file prefix before): use "
+                     f"--out={stem} to write {os.path.join(stem, REPORT_FILES[0])}, {REPORT_FILES[1]} and {REPORT_FILES[2]}")
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise InputError(f"--out={out!r} is a file; --out is a folder for {', '.join(REPORT_FILES)}: name another path")
+  old = [f"{stem}{e}" for e in (".md", ".json", ".png") if os.path.isfile(f"{stem}{e}")]
+  return [f"--out is a folder: wrote {os.path.join(stem, REPORT_FILES[0])} and its siblings; "
+          f"{', '.join(old)} {'is' if len(old) == 1 else 'are'} from an earlier report (when --out was a file prefix), "
+          "left as found"] if old else []
+
+
 def write_report(workdir_paths: Sequence[str], out: str = "report", metrics: Sequence[str] | None = None,
                  plot: bool = True) -> dict[str, Any]:
-  """Reads the workdirs and writes ``<out>.md``, ``<out>.json`` (strict JSON) and ``<out>.png``.
+  """Reads the workdirs and writes ``report.md``, ``report.json`` (strict JSON) and ``curves.png`` into ``out``.
 
   Everything is checked before anything is written; nothing is written into a workdir (unless
   ``out`` points into one).
 
   Args:
     workdir_paths: training workdirs of one experiment.
-    out: output path without extension.
+    out: the folder to write into (made if missing; files of an earlier report there are replaced).
+      A path ending in ``.md`` / ``.json`` / ``.png`` (the file-prefix form of earlier versions) or
+      an existing file is refused.
     metrics: the metrics to report (None: every result metric the workdirs share).
     plot: write the PNG.
 
   Returns:
-    The report (:func:`build_report`) with ``"files"``: the paths written.
+    The report (:func:`build_report`) with ``"files"``: the paths written, and ``"out_notes"``: what
+    the command line prints about files of an earlier, file-prefix report beside ``out``.
   """
   if not workdir_paths:
     raise InputError("no WORKDIR given: python -m jaxlab.report WORKDIR [WORKDIR ...]")
-  if not out or out.endswith(os.sep) or os.path.isdir(out):
-    raise InputError(f"--out={out!r} must be a file path without extension (e.g. reports/mlp), not a directory")
+  out_notes = _check_out(out)
   seen: dict[str, str] = {}
   for p in workdir_paths:
     if os.path.realpath(p) in seen:
@@ -478,16 +522,16 @@ def write_report(workdir_paths: Sequence[str], out: str = "report", metrics: Seq
   if plot:  # before anything is written
     with optional_imports("the report's plot (--no_plot skips it)"):
       import matplotlib  # noqa: F401, PLC0415
-  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-  files = [f"{out}.md", f"{out}.json"]
+  os.makedirs(out, exist_ok=True)
+  files = [os.path.join(out, name) for name in REPORT_FILES[:2]]
   with open(files[0], "w") as f:
     f.write(to_markdown(report))
   with open(files[1], "w") as f:
     json.dump(_strict(report), f, indent=1, allow_nan=False)
   if plot:
-    files.append(f"{out}.png")
+    files.append(os.path.join(out, REPORT_FILES[2]))
     plot_curves(workdirs, report, files[2])
-  return {**report, "files": files}
+  return {**report, "files": files, "out_notes": out_notes}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -496,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("workdirs", nargs="+", metavar="WORKDIR", help="training workdirs of one experiment")
   parser.add_argument("--out", default="report",
-                      help="output path without extension: <out>.md, <out>.json, <out>.png (default: ./report)")
+                      help="output folder (made if missing): <out>/report.md, report.json, curves.png (default: ./report)")
   parser.add_argument("--metrics", default=None,
                       help="comma-separated metrics (default: every result metric the workdirs share)")
   parser.add_argument("--no_plot", action="store_true", help="skip the PNG")
@@ -508,6 +552,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stderr.write(f"jaxlab.report: error: {e}\n")
     return 2
   print(to_markdown(report))
+  for note in report["out_notes"]:
+    print(f"note: {note}")
   print("wrote " + ", ".join(report["files"]))
   return 0
 

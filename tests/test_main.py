@@ -16,6 +16,17 @@ def test_quickstart_tiny_trains_resumes_and_prints_summary(cli, tmp_path):
   assert "opt/step_size" in rows[-1]  # MoMo's adaptive step reaches the metrics
   clip_rows = [json.loads(l) for l in open(os.path.join(workdir, "digits_clip", "metrics.jsonl"))]
   assert "zero_shot_accuracy" in clip_rows[-1] and "ot_zero_shot_accuracy" in clip_rows[-1]
+  # again, one experiment longer: the finished one says so and prints its summary; the resume's
+  # warning about the changed num_steps is one line, once, in the command line's form
+  p = cli.main("--config=configs/quickstart.py:tiny", f"--workdir={workdir}", "--config.experiments.digits_mlp.num_steps=25")
+  assert p.returncode == 0, p.stderr
+  assert "jaxlab: digits_clip: already complete at step 20 (nothing trained" in p.stderr, p.stderr
+  assert "status" in p.stdout and "already complete at step 20" in p.stdout and "zero_shot_accuracy" in p.stdout
+  warned = [line for line in p.stderr.replace("\r", "\n").splitlines() if "changed num_steps" in line]
+  assert warned == [f"jaxlab: warning: resuming {os.path.join(workdir, 'digits_mlp', 'checkpoints', '20')} with "
+                    "changed num_steps: 20 there, 25 here (a learning-rate schedule follows the new num_steps)"], p.stderr
+  assert "Warning" not in p.stderr, p.stderr  # no raw UserWarning, nor its source line
+  assert [json.loads(l)["step"] for l in open(os.path.join(workdir, "digits_mlp", "metrics.jsonl"))][-1] == 25
 
 
 def test_unknown_config_key_lists_valid_keys(cli, tmp_path):

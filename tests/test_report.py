@@ -125,10 +125,41 @@ def test_cli_writes_only_its_outputs(rl_workdir, tmp_path, capsys):
   assert report.main([rl_workdir, f"--out={out}"]) == 0
   assert tree_digest(rl_workdir) == before  # nothing written into the workdir
   assert "| seed=2 |" in capsys.readouterr().out
-  for ext in ("md", "json", "png"):
-    assert os.path.getsize(f"{out}.{ext}") > 0
-  data = json.loads(open(f"{out}.json").read(), parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
+  assert sorted(os.listdir(out)) == ["curves.png", "report.json", "report.md"]  # --out is a folder
+  for name in os.listdir(out):
+    assert os.path.getsize(out / name) > 0
+  data = json.loads(open(out / "report.json").read(), parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
   assert data["runs"][2]["final"]["eval_return"] is None
+
+
+def test_out_is_a_folder_and_the_old_file_prefix_form_is_read_clearly(rl_workdir, tmp_path, capsys):
+  out = tmp_path / "reports" / "rl"
+  out.parent.mkdir()
+  (tmp_path / "reports" / "rl.md").write_text("an earlier report")  # what --out=reports/rl wrote before
+  assert report.main([rl_workdir, f"--out={out}", "--no_plot"]) == 0
+  printed = capsys.readouterr().out
+  assert os.path.isfile(out / "report.md") and (tmp_path / "reports" / "rl.md").read_text() == "an earlier report"
+  assert f"note: --out is a folder: wrote {out / 'report.md'} and its siblings; {out}.md is from an earlier report" \
+      in printed, printed
+  for bad, words in ((f"{out}.md", ["names a file", f"use --out={out} to write {out / 'report.md'}"]),
+                     (str(tmp_path / "reports" / "rl.md"), ["names a file"])):
+    assert report.main([rl_workdir, f"--out={bad}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and all(w in err for w in words), err
+  (tmp_path / "afile").write_text("")
+  assert report.main([rl_workdir, f"--out={tmp_path / 'afile'}"]) == 2
+  assert "is a file; --out is a folder" in capsys.readouterr().err
+
+
+def test_one_seed_shows_n_1_not_a_nan_interval(tmp_path):
+  workdir = make_workdir(tmp_path / "one", [{"step": 5, "loss": 2.0}, {"step": 10, "loss": 1.5}],
+                         config("digits_classification", 1))
+  rep = report.build_report([report.load_workdir(workdir)], ["loss"])
+  text = report.to_markdown(rep)
+  assert "| 1.5 (n=1) |" in text, text
+  assert "nan" not in text
+  assert report._mean_cell({"mean": 1.0, "ci": 0.25, "n": 3}) == "1 ± 0.25 (n=3)"
+  assert report._iqm_cell({"iqm": 1.0, "ci_low": 1.0, "ci_high": 1.0, "n": 1}) == "1 (n=1)"
 
 
 @pytest.mark.parametrize("case", ["different_task", "no_common_metric", "missing", "no_metrics_file", "suite",
@@ -181,7 +212,7 @@ def test_trained_seeds_reported(cli, tmp_path):
   proc = cli.module("jaxlab.report", workdir, f"--out={out}", cwd=tmp_path)
   assert proc.returncode == 0, proc.stderr
   assert tree_digest(workdir) == before
-  data = json.load(open(f"{out}.json"))
+  data = json.load(open(out / "report.json"))
   assert [r["label"] for r in data["runs"]] == ["seed=0", "seed=1"]
   assert data["task"] == "digits_classification"
   assert {"loss", "test_accuracy", "test_loss"} <= set(data["metrics"])

@@ -9,14 +9,14 @@ Rates", ICML 2024 (arXiv 2305.07583). Follows the official PyTorch code (fabian-
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Literal, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxlab.errors import InputError, check, check_bool, check_positive, check_range, is_real, is_traced
+from jaxlab.errors import (InputError, JaxlabRuntimeWarning, check, check_bool, check_positive, check_range, is_real,
+                           is_traced, warn)
 from jaxlab.optim import _momo_common as common
 from jaxlab.optim.schedules import check_schedule_nonnegative
 
@@ -67,9 +67,8 @@ def _warn_if_frozen(opt: str, warned: list[bool], state: MomoState | MomoAdamSta
     return
   if bool(momo_frozen(state, value)):
     warned[0] = True
-    warnings.warn(f"{opt}: step_size=0 with lower bound lb={float(state.lb):g} above the loss {float(value):g}: "
-                  "the parameters are not moving; lower lower_bound (or set adapt_lower_bound=True)",
-                  RuntimeWarning, stacklevel=3)
+    warn(f"{opt}: step_size=0 with lower bound lb={float(state.lb):g} above the loss {float(value):g}: "
+         "the parameters are not moving; lower lower_bound (or set adapt_lower_bound=True)", JaxlabRuntimeWarning)
 
 
 def _check_lower_bound(opt: str, lower_bound: Any) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
-import warnings
 from typing import Any, Sequence
 
 import jax
@@ -23,7 +22,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
-from jaxlab.errors import CheckpointError, InputError
+from jaxlab.errors import CheckpointError, InputError, JaxlabRuntimeWarning, warn
 from jaxlab.sharding import path_name
 
 
@@ -174,13 +173,12 @@ class Checkpointer:
           + ". To train on from it with a new setting, start a new --workdir with "
           "--config.init_from.workdir=<this workdir>; to start over, move the workdir away.")
     if allowed:
-      warnings.warn(f"resuming {self.directory}/{step} with changed " + "; ".join(allowed)
-                    + (" (a learning-rate schedule follows the new num_steps)"
-                       if any(a.startswith("num_steps:") for a in allowed) else ""), UserWarning, stacklevel=3)
+      warn(f"resuming {self.directory}/{step} with changed " + "; ".join(allowed)
+           + (" (a learning-rate schedule follows the new num_steps)"
+              if any(a.startswith("num_steps:") for a in allowed) else ""))
     if unknown:
-      warnings.warn(f"resuming {self.directory}/{step}: config keys not compared (written by another version): "
-                    + ", ".join(unknown[:6]) + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else ""),
-                    UserWarning, stacklevel=3)
+      warn(f"resuming {self.directory}/{step}: config keys not compared (written by another version): "
+           + ", ".join(unknown[:6]) + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else ""))
 
   def restore(self, abstract_state: Any, step: int | None = None) -> tuple[Any, int]:
     """``(state, step)`` from ``step`` or the newest readable checkpoint.
@@ -201,8 +199,8 @@ class Checkpointer:
         return restored.state, s
       except Exception as e:  # noqa: BLE001 - any read error: try the previous checkpoint
         failures.append(_failure(s, e))
-        warnings.warn(f"checkpoint {self.directory}/{s} is unreadable ({failures[-1]}); "
-                      "trying the previous one", RuntimeWarning, stacklevel=2)
+        warn(f"checkpoint {self.directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
+             JaxlabRuntimeWarning)
     raise CheckpointError(
         f"no readable checkpoint in {self.directory} ({'; '.join(failures)}); refusing to start over and "
         "overwrite them: move the directory away (or delete the broken steps) to start afresh")
@@ -435,8 +433,8 @@ def restore_params(directory: str, abstract_params: Any, step: int | None = None
       saved = state_metadata(directory, s)["params"]
     except Exception as e:  # noqa: BLE001 - unreadable metadata: try the previous checkpoint
       failures.append(_failure(s, e))
-      warnings.warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
-                    RuntimeWarning, stacklevel=2)
+      warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
+           JaxlabRuntimeWarning)
       continue
     runs = _run_axis_size(saved, abstract_params)
     index_key = "init_from.seed_index" if source else "run_index"
@@ -463,6 +461,6 @@ def restore_params(directory: str, abstract_params: Any, step: int | None = None
       return read_state(directory, s, {"params": abstract_params}, run_index=run_index)["params"]
     except Exception as e:  # noqa: BLE001 - any read error: try the previous checkpoint
       failures.append(_failure(s, e))
-      warnings.warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
-                    RuntimeWarning, stacklevel=2)
+      warn(f"checkpoint {directory}/{s} is unreadable ({failures[-1]}); trying the previous one",
+           JaxlabRuntimeWarning)
   raise CheckpointError(f"{where}no readable checkpoint in {directory} ({'; '.join(failures)})")

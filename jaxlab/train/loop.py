@@ -16,7 +16,6 @@ import dataclasses
 import os
 import sys
 import time
-import warnings
 from typing import Any, Callable, Sequence
 
 import jax
@@ -25,7 +24,7 @@ import optax
 import tqdm
 
 from jaxlab import sharding as sharding_lib
-from jaxlab.errors import DivergedError, InputError
+from jaxlab.errors import DivergedError, InputError, JaxlabRuntimeWarning, warn
 from jaxlab.startup_interrupt import raise_if_pending
 from jaxlab.train import input_pipeline
 from jaxlab.train.checkpoint import Checkpointer, abstract_like
@@ -253,7 +252,8 @@ def run_training(setup: TrainSetup, workdir: str, *, stop_after: int | None = No
 
   Returns:
     A :class:`TrainResult`: the final state, the run's summary, and the signal that stopped it
-    early, if one did.
+    early, if one did. A run already at ``num_steps`` trains nothing: it says so (on stderr and
+    in the summary's ``"status"``: "already complete at step N ...") and returns its summary.
   """
   options = setup.options
   ensure_writable(workdir)
@@ -267,11 +267,23 @@ def run_training(setup: TrainSetup, workdir: str, *, stop_after: int | None = No
     write_workdir_files(workdir, setup.task.workdir_files, resuming=latest is not None)
     state, fine_tuned = _initial_state(setup, ckpt, resumed=latest is not None)
     end = options.num_steps if stop_after is None else min(options.num_steps, stop_after)
-    loop = _run_loop(setup, ckpt, state, workdir, end, progress, tuple(log_checks))
+    complete = _step_of(state) == options.num_steps
+    if complete and jax.process_index() == 0:
+      print(f"jaxlab: {options.name}: {_already_complete(options.num_steps)}; its summary follows",
+            file=sys.stderr, flush=True)
+    loop = _run_loop(setup, ckpt, state, workdir, end, progress and not complete, tuple(log_checks))
   finally:
     ckpt.close()
-  return TrainResult(state=loop.state, summary=_summary(setup, loop, fine_tuned),
+  summary = _summary(setup, loop, fine_tuned)
+  if complete:
+    summary["status"] = _already_complete(options.num_steps)
+  return TrainResult(state=loop.state, summary=summary,
                      stopped_by=loop.stopped_by if loop.stopped_at is not None else None)
+
+
+def _already_complete(num_steps: int) -> str:
+  """What a rerun of a finished run says: it trained nothing."""
+  return f"already complete at step {num_steps} (nothing trained; raise num_steps to train on)"
 
 
 def _check_stop_after_resume(stop_after: int | None, latest: int | None, num_steps: int) -> None:
@@ -518,5 +530,5 @@ def _warn_once(checks: list[LogCheck], metrics: dict[str, Any], step: int) -> li
     if message is None:
       left.append(check)
     else:
-      warnings.warn(message, RuntimeWarning, stacklevel=3)
+      warn(message, JaxlabRuntimeWarning)
   return left
