@@ -116,6 +116,8 @@ def cell_config(game: str, head: str, *, agent_steps: int, seeds: int, size: str
   c.checkpoint_every = max(steps_per_call, min(num_steps, 25_000) // steps_per_call * steps_per_call)
   c.dqn.replay_capacity = agent_steps + 8  # every transition stays (DER.gin:53: 1M, "a proxy for unbounded")
   c.runs.seeds = seeds
+  if seeds > 1:  # the task refuses no-op starts with vmapped runs (their emulators step together): none here
+    c.env.max_noops = 0
   c.mesh = (("data", 1), ("model", 1))  # one device: envpool steps inside the program
   c.dqn.eval_episodes = eval_episodes
   return c

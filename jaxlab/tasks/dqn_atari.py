@@ -104,6 +104,11 @@ def _check_config(config: ml_collections.ConfigDict) -> None:
   check(not noops or e.num_envs == 1,
         f"env.max_noops={noops} needs env.num_envs=1 (got {e.num_envs!r}): the pool steps its environments "
         "together, so one environment's no-ops would step the others (Dopamine's runner trains on one)")
+  seeds, sweep = config.runs.get("seeds", 1), config.runs.get("sweep", ())
+  check(not noops or (seeds == 1 and not sweep),
+        f"env.max_noops={noops} needs one run per program (got runs.seeds={seeds}{', a runs.sweep' if sweep else ''}): "
+        "the vmapped runs' emulators step together, so one run's no-op start would step the others; set "
+        "env.max_noops=0 or train each seed in its own program")
   errors.check_choice(d.get("epsilon_schedule", "linear"), "dqn.epsilon_schedule", tuple(dqn.EPSILON_SCHEDULES),
                       "'zero': Dopamine's zero_epsilon, which its full Rainbow uses with noisy nets")
   noisy = config.network.get("noisy", False)

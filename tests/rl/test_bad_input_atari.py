@@ -66,6 +66,8 @@ CASES: list[Case] = [
     ("atari task", "prioritised replay smaller than a batch",
      _task(**{"dqn.replay_scheme": "prioritized", "dqn.replay_capacity": 20, "dqn.min_replay_history": 8}),
      "batch_size=32 is larger than the prioritised replay's 12 1-step transitions (dqn.replay_capacity=20"),
+    ("atari task", "no-op starts with vmapped runs", _task(**{"env.num_envs": 1, "env.max_noops": 30, "runs.seeds": 2}),
+     "env.max_noops=30 needs one run per program (got runs.seeds=2): the vmapped runs' emulators step together"),
     ("atari task", "huber loss under C51", _task(**{"network.num_atoms": 51, "dqn.loss": "huber"}),
      "dqn.loss='huber' has no effect under C51"),
     ("atari task", "a C51 support no clipped reward fits in", _task(**{"network.num_atoms": 51, "dqn.vmax": 1e-6}),
