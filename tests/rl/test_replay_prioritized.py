@@ -118,7 +118,7 @@ def test_frame_replay_prioritises_exactly_the_valid_transitions(steps):
 
 
 def test_frame_replay_draws_in_proportion_and_weights_by_probability():
-  replay = make_frame_replay(24, 1, 32, min_size=4, frame_shape=(2, 3), stack_size=S, prioritized=True)
+  replay = make_frame_replay(40, 1, 32, min_size=4, frame_shape=(2, 3), stack_size=S, prioritized=True)
   state = frame_fill(replay, [False] * 10)  # slots 0..8 valid
   state = replay.update_priorities(state, jnp.asarray([2]), jnp.asarray([99.0]))  # priority 10 against 1s
   batch = replay.sample(state, jax.random.key(0))
