@@ -116,15 +116,15 @@ class Wait:
   :data:`NOTICE_AFTER_S` seconds, one line says what it waits for and for how long. If it is still
   running at the peer timeout, ``on_timeout`` runs in the watching thread: with ``give_up`` set,
   the default writes ``jaxlab: error: <who>: <give_up>`` and ends the process
-  (:func:`leave`), for a wait that Python cannot interrupt (a call into JAX's C++ that blocks).
-  A block that can raise instead reads :attr:`deadline` and raises itself (``give_up=None``).
+  (``leave``), for a wait that Python cannot interrupt (a call into JAX's C++ that blocks).
+  A block that can raise instead reads ``deadline`` and raises itself (``give_up=None``).
 
   Args:
     who: this process, as messages name it (``"process 1 of 2"``).
     what: what it waits for, completing "waiting for ...".
     give_up: what went wrong, after "<who>: "; ``{within}`` in it becomes "within <seconds> s
       (<where the timeout came from>)". None: nothing happens at the deadline (the block checks
-      :attr:`deadline` itself).
+      ``deadline`` itself).
     timeout: ``(seconds, source)``, default :func:`peer_timeout_s`.
     status: the exit status of a process that gives up.
   """

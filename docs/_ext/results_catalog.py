@@ -178,6 +178,11 @@ CATALOG: dict[str, tuple[str, str, str]] = {
         "The cost of the der preset on this CPU: s per 1k agent steps, dense vs Soft-MoE head, one seed.",
         "python benchmarks/rl_der_study.py --measure --games=Pong --seeds=1 --measure_steps=40",
         _RL),
+    "rl/der_smoke_time.json": (
+        "The DER smoke run's time (tiny network, 300 agent steps, one seed; wall and CPU seconds, with the load).",
+        "python benchmarks/rl_der_study.py --size=tiny --seeds=1 --agent_steps=300 --eval_episodes=2 "
+        "--workdir=\"$WORKDIR/der\" --out=\"$WORKDIR/der.json\"",
+        _RL),
     "rl/der_cost_3_seeds.json": (
         "The same with three vmapped seeds.",
         "python benchmarks/rl_der_study.py --measure --games=Pong --seeds=3 --measure_steps=40 "

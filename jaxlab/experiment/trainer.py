@@ -90,7 +90,7 @@ def check_experiments(config: ml_collections.ConfigDict, stop_after: int | None 
   Every experiment's trainer keys and task module are checked before any compute or any workdir,
   so that a suite whose later experiment needs a missing extra is refused before the first trains.
   In a multi-process job the processes then check that they all start this run
-  (:func:`~jaxlab.experiment.agreement.agree_across_processes`).
+  (``jaxlab.experiment.agreement.agree_across_processes``).
 
   Args:
     config: an experiment config, or a suite (an ``experiments`` block).

@@ -149,7 +149,7 @@ def make_loss_fn(agent: AgentNetwork, *, gamma: float, horizon: int, double_dqn:
     ``QNetwork(diagnostics=True)`` also logs ``diag/...`` (dormant neurons, feature rank) of the
     online network on the replay batch (:func:`jaxlab.rl.diagnostics.replay_diagnostics`), as both
     papers measure them; a ``QNetwork(router_diagnostics=True)`` the online Q-values' spread on
-    the batch (``q_spread_states``, ``q_spread_actions``: :func:`jaxlab.rl.diagnostics.q_spread`).
+    the batch (``q_spread_states``, ``q_spread_actions``: ``jaxlab.rl.diagnostics.q_spread``).
   """
 
   def loss_fn(params, batch, rng, target_params):

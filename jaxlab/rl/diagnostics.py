@@ -33,10 +33,10 @@ the replay batch a loss already has; the network returns the activations only wi
 
 Why a Soft-MoE router does not learn (docs/methods/soft_moe_rl.md, "Why the router does not learn"):
 
-* :func:`q_spread`: how much the Q-values vary over the states of a batch and over the actions; a
+* ``q_spread``: how much the Q-values vary over the states of a batch and over the actions; a
   position-blind network (uniform routing, whose output tokens are all equal) has almost none
   over states.
-* :func:`adam_moments`: each parameter group's gradient RMS from Adam's second moment against
+* ``adam_moments``: each parameter group's gradient RMS from Adam's second moment against
   Adam's :math:`\epsilon`, and the share of Adam's normalised step :math:`\epsilon` leaves it: a
   router whose gradients sit below :math:`\epsilon` takes steps that much shorter than the rest.
 * The routing entropies and :func:`jaxlab.moe.combine_spread` are the layer's own statistics

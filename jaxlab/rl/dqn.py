@@ -166,7 +166,7 @@ def td_loss(q_fn: QFn, params: Any, target_params: Any, batch: Any, *, gamma: fl
   of the n steps' discounts, with ``gamma`` = :math:`\gamma^n` (the ``dqn_minatar`` task's
   ``dqn.update_horizon``).
 
-  ``log_q_spread=True`` adds :func:`jaxlab.rl.diagnostics.q_spread` of the online Q-values on the
+  ``log_q_spread=True`` adds ``jaxlab.rl.diagnostics.q_spread`` of the online Q-values on the
   batch (expected values under C51): ``q_spread_states`` and ``q_spread_actions``.
 
   ``target_q_fn`` (default ``q_fn``) evaluates :math:`s'` for both the target network and the

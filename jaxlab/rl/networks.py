@@ -124,11 +124,11 @@ class QNetwork(nn.Module):
     expert_means: noisy experts use their means too (no RNG needed): the noise-free network of the
       tasks' inference functions. Dopamine has no such mode.
     position_embedding: "none", or "learned": a table [m, d] added to the tokens of the MoE and
-      token heads before the layer (:class:`~jaxlab.rl.networks_tokens.PositionEmbedding`, ViT's).
+      token heads before the layer (``jaxlab.rl.networks_tokens.PositionEmbedding``, ViT's).
     pooling: how the Q head's input is made from positions: "flatten" (the paper's: the MoE or
       token layer's output [b, m, d] flattened, or the encoder's features before the dense head) or
       "gap" (their mean over the positions: global average pooling, Sokar & Castro 2025,
-      :func:`~jaxlab.rl.networks_tokens.global_average_pool`); vector features have no positions to pool
+      ``jaxlab.rl.networks_tokens.global_average_pool``); vector features have no positions to pool
       but the tokens of the MoE and token heads.
     router_diagnostics: the Soft MoE's stats keep ``combine_spread``
       (:func:`jaxlab.moe.combine_spread`; dropped otherwise), and the dqn_minatar task logs the Q-values'

@@ -151,7 +151,7 @@ def q_network_from_config(network: ml_collections.ConfigDict, num_actions: int, 
     diagnostics: whether the task logs ``network.diagnostics`` (:mod:`jaxlab.rl.diagnostics`); a
       task that does not refuses ``network.diagnostics=True``.
     router_diagnostics: whether the task logs ``network.router_diagnostics`` (the router's Adam moments
-      against eps: :func:`router_metrics_from_config`); a task that does not refuses it.
+      against eps: ``router_metrics_from_config``); a task that does not refuses it.
 
   Returns:
     ``(net, aux_weights)``, the latter ``{auxiliary loss name: weight}`` (``dqn.AUX_LOSSES``).

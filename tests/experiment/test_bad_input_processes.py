@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from jaxlab import distributed, peers  # noqa: E402
 from jaxlab.errors import InputError  # noqa: E402
-from tests.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.bad_input import assert_one_clear_line  # noqa: E402
 from tests.support import processes  # noqa: E402
 
 # Seconds a process waits for the other before it gives up: short where the case is a process that
