@@ -65,7 +65,7 @@ def test_sigterm_while_a_peer_is_stuck_ends_the_process_with_one_line(tmp_path):
       if p.popen.poll() is None:
         p.signal(signal.SIGKILL)
     procs[1].popen.communicate()
-  errors = [line for line in out.splitlines() if line.startswith("jaxlab: error:")]
+  errors = processes.error_lines(out)
   assert procs[0].returncode == 128 + signal.SIGTERM, out[-3000:]
   assert errors == [f"jaxlab: error: process 0 of 2: a SIGTERM (preemption) arrived, and the processes did not "
                     f"reach a step to save at together within {PEER_TIMEOUT_S} s (--peer_timeout_s): another "
@@ -91,7 +91,7 @@ def test_a_peer_killed_during_training_ends_the_other_with_one_line(tmp_path):
       if p.popen.poll() is None:
         p.signal(signal.SIGKILL)
     procs[1].popen.communicate()
-  errors = [line for line in out.splitlines() if line.startswith("jaxlab: error:")]
+  errors = processes.error_lines(out)
   assert procs[0].returncode == 1 and len(errors) == 1, out[-3000:]
   assert errors[0].startswith("jaxlab: error: process 0 of 2: another process is gone (Gloo "), errors
   assert errors[0].endswith(f"; {workdir} keeps its last checkpoint: restart every process to resume"), errors

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -43,7 +44,7 @@ class Process:
     return self.popen.returncode
 
   def error_lines(self) -> list[str]:
-    return [line for line in self.out.splitlines() if line.startswith("jaxlab: error:")]
+    return error_lines(self.out)
 
   def signal(self, sig: int) -> None:
     os.killpg(self.popen.pid, sig)
@@ -112,3 +113,9 @@ def refused(procs: Sequence[Process], timeout: float) -> None:
     raise AssertionError(f"not one line and status 2 on every process:\n{outputs}")
   raise InputError(" | ".join(f"process {i}: {p.error_lines()[0].removeprefix('jaxlab: error: ')}"
                               for i, p in enumerate(procs)))
+
+
+def error_lines(text: str) -> list[str]:
+  """The ``jaxlab: error: ...`` lines of a process's output, also where one follows a progress bar's
+  carriage-return line without a newline."""
+  return re.findall(r"jaxlab: error: [^\r\n]*", text)
