@@ -23,16 +23,14 @@ from jaxlab.rl.replay_frames import make_frame_replay  # noqa: E402
 from jaxlab.experiment import task_context  # noqa: E402
 from jaxlab.tasks import make_task  # noqa: E402
 from tests.support.bad_input import assert_one_clear_line  # noqa: E402
+from tests.support.configs import with_overrides  # noqa: E402
 
 Case = tuple[str, str, Callable[[], Any], str]
 
 
 def _task(**overrides: Any) -> Callable[[], Any]:
   def run():
-    c = dqn_atari.get_config("tiny")
-    for k, v in overrides.items():
-      node, _, leaf = k.rpartition(".")
-      (c[node] if node else c)[leaf] = v
+    c = with_overrides(dqn_atari.get_config("tiny"), **overrides)
     return make_task(c, task_context(c))
   return run
 

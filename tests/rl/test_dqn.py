@@ -19,6 +19,7 @@ from jaxlab.train.state import make_init_fn
 from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
 from jaxlab.experiment import train
+from tests.support.configs import with_overrides
 
 
 def _linear_q(params, obs):
@@ -204,11 +205,7 @@ def test_epsilon_greedy_extremes():
 # --- the task through the trainer ---------------------------------------------------------------
 
 def _tiny(**overrides):
-  c = dqn_minatar.get_config("tiny")
-  for k, v in overrides.items():
-    node, _, leaf = k.rpartition(".")
-    (c[node] if node else c)[leaf] = v
-  return c
+  return with_overrides(dqn_minatar.get_config("tiny"), **overrides)
 
 
 @pytest.mark.parametrize("num_envs", [1, 2, 4])

@@ -15,14 +15,11 @@ from jaxlab.tasks.dqn_atari import make_env_step, resolve_step_via
 from jaxlab.train.mesh import make_mesh
 from jaxlab.experiment import task_context
 from jaxlab.tasks import make_task
+from tests.support.configs import with_overrides
 
 
 def _tiny(**overrides):
-  c = dqn_atari.get_config("tiny")
-  for k, v in overrides.items():
-    node, _, leaf = k.rpartition(".")
-    (c[node] if node else c)[leaf] = v
-  return c
+  return with_overrides(dqn_atari.get_config("tiny"), **overrides)
 
 
 def test_tiny_cli_run_trains_on_pong(cli, tmp_path):

@@ -18,6 +18,7 @@ from jaxlab.train.metrics_writer import read_metrics
 from jaxlab.experiment import train
 from configs import dqn_minatar
 from tests.support.bad_input import assert_one_clear_line
+from tests.support.configs import with_overrides
 from tests.support.tolerances import EPS32, ops_rtol
 
 OBS_SHAPE = (10, 10, 4)  # MinAtar Breakout: m = 100 tokens of d = 16
@@ -29,11 +30,7 @@ OPTIONS_OFF = dict(normalize=False, position_embedding="none", pooling="flatten"
 
 def _tiny(**overrides):
   """The dqn_minatar:tiny config with ``overrides`` (dotted keys)."""
-  c = dqn_minatar.get_config("tiny")
-  for k, v in overrides.items():
-    node, _, leaf = k.rpartition(".")
-    (c[node] if node else c)[leaf] = v
-  return c
+  return with_overrides(dqn_minatar.get_config("tiny"), **overrides)
 
 
 def _encoder(params, obs):
